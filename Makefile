@@ -1,0 +1,27 @@
+# `make demo` grades the reference notebook; `make test` runs the whole suite.
+# Both create .venv on first use with a Python 3.12+ interpreter found by scripts/find-python.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml scripts/find-python
+	@interp="$$(scripts/find-python)" || exit 2; \
+	  echo "using $$interp"; \
+	  rm -rf $(VENV) && "$$interp" -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/grade solutions/ch2-jit.ipynb
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) bench/bench_grade.py
+
+clean:
+	rm -rf $(VENV)

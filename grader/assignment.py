@@ -1,0 +1,88 @@
+"""Find and load an assignment folder: its spec, its references module, its custom checks."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from pydantic import ValidationError
+
+from grader.errors import AssignmentNotFound, SpecInvalid
+from grader.spec import SCHEMA_VERSION, AssignmentSpec, describe_errors
+
+SPEC_FILE = "assignment.toml"
+
+
+def assignments_dir() -> Path:
+    """`$GRADER_ASSIGNMENTS`, else the `assignments/` folder beside the package."""
+    env = os.environ.get("GRADER_ASSIGNMENTS")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "assignments"
+
+
+def available() -> list[str]:
+    root = assignments_dir()
+    return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).is_file()) if root.is_dir() else []
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A loaded assignment: the validated spec plus its optional Python modules."""
+
+    folder: Path
+    spec: AssignmentSpec
+    references: ModuleType | None
+    checks: ModuleType | None
+
+
+def _load_module(path: Path, name: str) -> ModuleType | None:
+    if not path.is_file():
+        return None
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec and module_spec.loader
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def resolve(name_or_path: str) -> Path:
+    candidate = Path(name_or_path)
+    if (candidate / SPEC_FILE).is_file():
+        return candidate.resolve()
+    folder = assignments_dir() / name_or_path
+    if (folder / SPEC_FILE).is_file():
+        return folder
+    raise AssignmentNotFound(name_or_path, available())
+
+
+def read_spec(folder: Path) -> AssignmentSpec:
+    """Parse and validate `assignment.toml`; every problem becomes one plain line."""
+    name = folder.name
+    try:
+        raw = tomllib.loads((folder / SPEC_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecInvalid(name, [f"{SPEC_FILE} is not readable TOML: {exc}"]) from None
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        side = "the grader is too old for it" if isinstance(version, int) and version > SCHEMA_VERSION \
+            else "the spec needs upgrading"
+        raise SpecInvalid(name, [f"schema_version is {version!r}, this grader reads {SCHEMA_VERSION}: {side}"])
+    try:
+        return AssignmentSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecInvalid(name, describe_errors(exc.errors())) from None
+
+
+def load(name_or_path: str) -> Assignment:
+    folder = resolve(name_or_path)
+    spec = read_spec(folder)
+    prefix = "grader_assignment_" + spec.id.replace("-", "_")
+    return Assignment(
+        folder=folder,
+        spec=spec,
+        references=_load_module(folder / "references.py", prefix + "_references"),
+        checks=_load_module(folder / "checks.py", prefix + "_checks"),
+    )

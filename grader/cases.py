@@ -1,0 +1,48 @@
+"""Inputs of a check: literal rows from the spec, or cases drawn by a seeded generator.
+
+Hidden inputs come from generators in the assignment's references.py. Each check gets its own
+NumPy Generator derived from (run seed, check id), so a regrade with the same seed draws the
+same inputs whatever order the checks run in, and adding a check never changes another's draw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from grader.spec import Cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of a student's function, and optionally the value it should return."""
+
+    args: tuple = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    expected: Any = None
+
+
+def rng_for(seed: int, check_id: str) -> np.random.Generator:
+    digest = hashlib.sha256(check_id.encode()).digest()
+    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+
+
+def _literal(value: Any, kind: str) -> Any:
+    if kind == "py":
+        return value
+    return np.asarray(value, dtype=kind)
+
+
+def materialize(cases: Cases, references: ModuleType | None, seed: int, check_id: str) -> list[Case]:
+    """The concrete calls for a check (raises for a broken spec or generator: an instructor bug)."""
+    if cases.rows is not None:
+        assert cases.types is not None
+        return [Case(args=tuple(_literal(v, t) for v, t in zip(row, cases.types))) for row in cases.rows]
+    if references is None or not hasattr(references, cases.generator or ""):
+        raise LookupError(f"generator {cases.generator!r} is not defined in references.py")
+    drawn = getattr(references, cases.generator)(rng_for(seed, check_id), **cases.params)
+    return [c if isinstance(c, Case) else Case(args=tuple(c)) for c in drawn]

@@ -1,0 +1,66 @@
+"""What every check is: requests to send to the probe, then a verdict from the observations.
+
+A check never touches the kernel itself. It says what it needs to see (`requests`), and judges
+(`judge`) in the grader's process once the observations are back, so the same check code serves
+the authoritative grade (observations from a fresh kernel) and the notebook's self-check
+(observations from the live namespace) through one probe interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
+
+from grader.assignment import Assignment
+from grader.probe.protocol import Observation, Request
+
+CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped"]
+
+
+class CheckOutcome(BaseModel):
+    """A verdict: `message` is empty when the check passed."""
+
+    status: CheckStatus
+    message: str | None = None
+
+
+PASSED = CheckOutcome(status="passed")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check may use besides its spec: the loaded assignment and the run's seed."""
+
+    assignment: Assignment
+    seed: int
+
+
+class Check(Protocol):
+    full_id: str
+
+    def requests(self) -> list[Request]: ...
+
+    def judge(self, observations: dict[str, Observation]) -> CheckOutcome: ...
+
+
+def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutcome | None:
+    """The outcome when an observation holds no result (missing name, exception, hang, crash)."""
+    if obs is None:
+        return CheckOutcome(status="error", message=f"{hint}: the grader got no answer about {subject}")
+    if obs.status == "ok":
+        return None
+    if obs.status == "missing":
+        return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.")
+    if obs.status == "raised" and obs.raised is not None:
+        return CheckOutcome(
+            status="error", message=f"{hint}: {subject} raised {obs.raised.ename}: {obs.raised.evalue}"
+        )
+    if obs.status == "timeout":
+        return CheckOutcome(status="timeout", message=f"{hint}: {subject} did not finish ({obs.detail})")
+    return CheckOutcome(status="error", message=f"{hint}: {subject} could not be checked ({obs.detail})")
+
+
+def failed(hint: str, detail: str) -> CheckOutcome:
+    return CheckOutcome(status="failed", message=f"{hint}: {detail}")

@@ -1,0 +1,37 @@
+"""Compile-count limits: at most N XLA compilations over a call sequence, counted in the kernel.
+
+The probe counts compilation events between the first and the last call of the sequence (inputs
+are built before it starts counting), so eager array creation and earlier cells never count.
+"""
+
+from __future__ import annotations
+
+from grader.cases import materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.probe.protocol import Call, CompileCountRequest, CompileCountResult, Observation, Request
+from grader.spec import CompileLimitCheck
+from grader.values import to_wire
+
+
+class CompileLimitCheckImpl:
+    def __init__(self, full_id: str, spec: CompileLimitCheck, ctx: Context):
+        self.full_id, self.spec = full_id, spec
+        cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
+        self.calls = [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
+                      for c in cases]
+
+    def requests(self) -> list[Request]:
+        return [CompileCountRequest(id=f"{self.full_id}/count", target=self.spec.function, calls=self.calls)]
+
+    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+        spec = self.spec
+        obs = observations.get(f"{self.full_id}/count")
+        problem = not_available(obs, f"`{spec.function}`", spec.message)
+        if problem:
+            return problem
+        assert obs is not None and isinstance(obs.result, CompileCountResult)
+        n = obs.result.compiles
+        if n > spec.max_compiles:
+            return failed(spec.message, f"it compiled {n} times over {len(self.calls)} calls "
+                                        f"(at most {spec.max_compiles} allowed)")
+        return PASSED

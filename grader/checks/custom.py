@@ -1,0 +1,74 @@
+"""Custom checks: a function in the assignment's checks.py judges what the probe observed.
+
+The function runs in the grader's process as `f(observed, **params)`: `observed` maps each name
+of the check's `observe` list to its value (NumPy arrays, tuples, lists, dicts) and, when the
+check has `call`, "calls" to a list of (Case, result) pairs. It returns a `Verdict`. If checks.py
+defines `prepare()`, the pipeline runs it once in the background while the kernel starts (for
+example to measure real JAX behaviour on the installed version).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from grader.cases import materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.errors import GraderError
+from grader.probe.protocol import Call, CallRequest, Observation, Request, ValueRequest, ValuesResult
+from grader.spec import CustomCheck
+from grader.values import from_wire, to_wire
+
+
+class Verdict(BaseModel):
+    """What a custom check function returns."""
+
+    passed: bool
+    detail: str | None = None
+
+
+class CustomCheckFailed(GraderError):
+    """A custom check function itself failed: a bug in the assignment, not in the submission."""
+
+    exit_code = 3
+
+
+class CustomCheckImpl:
+    def __init__(self, full_id: str, spec: CustomCheck, ctx: Context):
+        self.full_id, self.spec = full_id, spec
+        module = ctx.assignment.checks
+        if module is None or not hasattr(module, spec.function):
+            raise CustomCheckFailed(f"{full_id}: checks.py has no function {spec.function!r}")
+        self.function: Callable[..., Verdict] = getattr(module, spec.function)
+        self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id) if spec.cases else []
+
+    def requests(self) -> list[Request]:
+        reqs: list[Request] = [ValueRequest(id=f"{self.full_id}/{name}", name=name) for name in self.spec.observe]
+        if self.spec.call:
+            calls = [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
+                     for c in self.cases]
+            reqs.append(CallRequest(id=f"{self.full_id}/calls", target=self.spec.call, calls=calls))
+        return reqs
+
+    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+        observed: dict[str, Any] = {}
+        for name in self.spec.observe:
+            obs = observations.get(f"{self.full_id}/{name}")
+            problem = not_available(obs, f"`{name}`", self.spec.message)
+            if problem:
+                return problem
+            assert obs is not None and isinstance(obs.result, ValuesResult)
+            observed[name] = from_wire(obs.result.values[0])
+        if self.spec.call:
+            obs = observations.get(f"{self.full_id}/calls")
+            problem = not_available(obs, f"`{self.spec.call}`", self.spec.message)
+            if problem:
+                return problem
+            assert obs is not None and isinstance(obs.result, ValuesResult)
+            observed["calls"] = list(zip(self.cases, (from_wire(v) for v in obs.result.values)))
+        try:
+            verdict = self.function(observed, **self.spec.params)
+        except Exception as exc:
+            raise CustomCheckFailed(f"{self.full_id}: custom check {self.spec.function} raised {exc!r}") from exc
+        return PASSED if verdict.passed else failed(self.spec.message, verdict.detail or "not as expected")

@@ -1,0 +1,111 @@
+"""Numeric checks: the student's values agree with a reference within rtol/atol, shapes included.
+
+The expected values come from the grader's side only: a NumPy reference in references.py
+evaluated here, values a generator drew with the inputs, or (for "agrees with") another of the
+student's functions called by the probe on the very same inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grader.cases import Case, materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.probe.protocol import Call, CallRequest, Observation, OpaqueValue, Request, ValuesResult
+from grader.spec import NumericCheck
+from grader.values import describe, from_wire, to_wire
+
+
+def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
+    """Why `actual` is not close to `expected`, or None when it is (recursing into tuples)."""
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            return f"returned {describe(actual)}, expected {len(expected)} values {describe(list(expected))}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            why = mismatch(a, e, rtol, atol)
+            if why:
+                return f"item {i} {why}"
+        return None
+    expected = np.asarray(expected, dtype=np.float64)
+    if isinstance(actual, OpaqueValue) or not isinstance(actual, np.ndarray):
+        return f"returned {describe(actual)}, expected {describe(expected)}"
+    if actual.shape != expected.shape:
+        return f"returned shape {actual.shape}, expected shape {expected.shape}"
+    if actual.dtype.kind not in "biuf":
+        return f"returned dtype {actual.dtype}, expected numbers"
+    got = actual.astype(np.float64)
+    close = np.isclose(got, expected, rtol=rtol, atol=atol)
+    if close.all():
+        return None
+    if expected.ndim == 0:
+        return f"returned {describe(got)}, expected {describe(expected)}"
+    idx = tuple(int(i) for i in np.argwhere(~close)[0])
+    return (f"element {idx if len(idx) > 1 else idx[0]} is {got[idx]!r}, expected {expected[idx]!r} "
+            f"({int((~close).sum())} of {close.size} elements differ)")
+
+
+def _numpy_args(case: Case) -> tuple[tuple, dict]:
+    return case.args, case.kwargs
+
+
+def _call_text(function: str, case: Case) -> str:
+    parts = [describe(np.asarray(a)) if isinstance(a, (np.ndarray, np.generic)) else repr(a) for a in case.args]
+    parts += [f"{k}={v!r}" for k, v in case.kwargs.items()]
+    text = ", ".join(parts)
+    return f"{function}({text if len(text) < 120 else text[:117] + '...'})"
+
+
+class NumericCheckImpl:
+    def __init__(self, full_id: str, spec: NumericCheck, ctx: Context):
+        self.full_id, self.spec = full_id, spec
+        self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
+        self.reference = getattr(ctx.assignment.references, spec.reference) if spec.reference else None
+
+    def _calls(self) -> list[Call]:
+        return [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
+                for c in self.cases]
+
+    def requests(self) -> list[Request]:
+        reqs: list[Request] = [CallRequest(id=f"{self.full_id}/actual", target=self.spec.function,
+                                           calls=self._calls(), jit=self.spec.jit)]
+        if self.spec.against:
+            reqs.append(CallRequest(id=f"{self.full_id}/against", target=self.spec.against, calls=self._calls()))
+        return reqs
+
+    def _select(self, value: Any) -> Any:
+        index = self.spec.output
+        if index is None:
+            return value
+        if isinstance(value, (tuple, list)) and len(value) > index:
+            return value[index]
+        return OpaqueValue(type=type(value).__name__, repr=f"{describe(value)}, which has no item {index}")
+
+    def _expected(self, observations: dict[str, Observation]) -> list[Any] | CheckOutcome:
+        if self.reference is not None:
+            return [self.reference(*args, **kwargs) for args, kwargs in map(_numpy_args, self.cases)]
+        if self.spec.against:
+            obs = observations.get(f"{self.full_id}/against")
+            problem = not_available(obs, f"`{self.spec.against}`", self.spec.message)
+            if problem:
+                return problem
+            assert obs is not None and isinstance(obs.result, ValuesResult)
+            return [self._select(from_wire(v)) for v in obs.result.values]
+        return [c.expected for c in self.cases]
+
+    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+        hint, fn = self.spec.message, self.spec.function
+        obs = observations.get(f"{self.full_id}/actual")
+        problem = not_available(obs, f"`{fn}`" + (" under jax.jit" if self.spec.jit else ""), hint)
+        if problem:
+            return problem
+        assert obs is not None and isinstance(obs.result, ValuesResult)
+        expected = self._expected(observations)
+        if isinstance(expected, CheckOutcome):
+            return expected
+        for case, value, want in zip(self.cases, obs.result.values, expected):
+            why = mismatch(self._select(from_wire(value)), want, self.spec.rtol, self.spec.atol)
+            if why:
+                return failed(hint, f"{_call_text(fn, case)} {why}")
+        return PASSED

@@ -1,0 +1,38 @@
+"""Structure checks: the jaxpr (or lowered StableHLO) of one call has / lacks primitives."""
+
+from __future__ import annotations
+
+from grader.cases import materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.probe.protocol import Call, Observation, Request, TraceRequest, TraceResult
+from grader.spec import StructureCheck
+from grader.values import to_wire
+
+
+class StructureCheckImpl:
+    def __init__(self, full_id: str, spec: StructureCheck, ctx: Context):
+        self.full_id, self.spec = full_id, spec
+        case = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)[0]
+        self.call = Call(args=[to_wire(a) for a in case.args], kwargs={k: to_wire(v) for k, v in case.kwargs.items()})
+
+    def requests(self) -> list[Request]:
+        return [TraceRequest(id=f"{self.full_id}/trace", target=self.spec.function, call=self.call,
+                             representation=self.spec.representation)]
+
+    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+        spec = self.spec
+        what = "its jaxpr" if spec.representation == "jaxpr" else "its lowered StableHLO"
+        obs = observations.get(f"{self.full_id}/trace")
+        problem = not_available(obs, f"tracing `{spec.function}`", spec.message)
+        if problem:
+            return problem
+        assert obs is not None and isinstance(obs.result, TraceResult)
+        seen = set(obs.result.primitives)
+        lacking = [p for p in spec.contains if p not in seen]
+        if lacking:
+            listed = ", ".join(sorted(seen)[:12]) or "none"
+            return failed(spec.message, f"{what} has no {' / '.join(lacking)} (it has: {listed})")
+        present = [p for p in spec.absent if p in seen]
+        if present:
+            return failed(spec.message, f"{what} contains {', '.join(present)}")
+        return PASSED

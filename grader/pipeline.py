@@ -1,0 +1,130 @@
+"""grade_one: spec -> kernel -> probe -> verdicts -> report, one short step each."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from grader import assignment as assignments
+from grader.assignment import Assignment
+from grader.checks import Check, Context, build
+from grader.checks.base import CheckOutcome
+from grader.checks.custom import CustomCheckFailed
+from grader.errors import UsageError
+from grader.kernel import Kernel
+from grader.options import GradeOptions
+from grader.probe.protocol import Observation
+from grader.report import ExerciseResult, Report, SubmissionRef, environment
+from grader.scoring import score_check, score_exercise, total
+from grader.session import Session
+from grader.spec import ExerciseSpec
+from grader.submission import Submission, read_submission
+
+Plan = list[tuple[ExerciseSpec, list[Check]]]
+
+
+def choose_assignment(submission: Submission, options: GradeOptions) -> str:
+    """-a, else the notebook's `grader.assignment` metadata, else the file name, else the only one."""
+    if options.assignment:
+        return options.assignment
+    if submission.assignment_hint:
+        return submission.assignment_hint
+    known = assignments.available()
+    stem = Path(submission.path).stem
+    if stem in known:
+        return stem
+    if len(known) == 1:
+        return known[0]
+    raise UsageError(f"cannot tell which assignment {submission.path} is for; pass -a ({', '.join(known)})")
+
+
+def plan(assignment: Assignment, seed: int) -> Plan:
+    """Every check built with its inputs drawn: hidden inputs come from the seed."""
+    ctx = Context(assignment=assignment, seed=seed)
+    return [(ex, [build(ex.id, spec, ctx) for spec in ex.checks]) for ex in assignment.spec.exercises]
+
+
+class _Preparation:
+    """Runs checks.py's optional prepare() beside the kernel start (e.g. measuring real JAX)."""
+
+    def __init__(self, assignment: Assignment):
+        self._error: BaseException | None = None
+        fn: Callable[[], object] | None = getattr(assignment.checks, "prepare", None)
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True) if fn else None
+        if self._thread:
+            self._thread.start()
+
+    def _run(self, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # surfaced in wait(), in the main thread
+            self._error = exc
+
+    def wait(self) -> None:
+        if self._thread:
+            self._thread.join()
+        if self._error:
+            raise CustomCheckFailed(f"checks.py prepare() failed: {self._error!r}") from self._error
+
+
+def observe_all(session: Session, checks_plan: Plan, probe_timeout: float) -> dict[str, Observation]:
+    """One probe batch per exercise, so a hang in one exercise costs only that exercise."""
+    observations: dict[str, Observation] = {}
+    for _, checks in checks_plan:
+        requests = [r for check in checks for r in check.requests()]
+        observations.update(session.observe(requests, probe_timeout))
+    return observations
+
+
+def judge(checks_plan: Plan, observations: dict[str, Observation]) -> list[ExerciseResult]:
+    results = []
+    for exercise, checks in checks_plan:
+        scored = []
+        for spec, check in zip(exercise.checks, checks):
+            outcome: CheckOutcome = check.judge(observations)
+            scored.append(score_check(check.full_id, spec, outcome))
+        results.append(score_exercise(exercise, scored))
+    return results
+
+
+def grade_one(path: str | Path, options: GradeOptions | None = None) -> Report:
+    """Grade one submission in its own fresh kernel and return its report.
+
+    Raises SubmissionUnreadable / UsageError / SpecInvalid / AssignmentNotFound for bad input and
+    KernelStartFailed when no kernel can run at all; everything the student's code does is a
+    status inside the report instead.
+    """
+    options = options or GradeOptions()
+    started = time.monotonic()
+    submission = read_submission(path)
+    assignment = assignments.load(choose_assignment(submission, options))
+    limits = assignment.spec.limits
+    cell_timeout = options.cell_timeout or limits.cell_timeout_s
+    probe_timeout = options.cell_timeout or limits.probe_timeout_s
+    seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
+
+    preparation = _Preparation(assignment)
+    checks_plan = plan(assignment, seed)
+    with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
+                 kernel_factory=lambda: Kernel(kernel_name=options.kernel_name)) as session:
+        session.run_student_cells()
+        observations = observe_all(session, checks_plan, probe_timeout)
+    preparation.wait()
+    exercises = judge(checks_plan, observations)
+    score, max_score = total(exercises)
+    return Report(
+        assignment=assignment.spec.id,
+        submission=SubmissionRef(path=submission.path, sha256=submission.sha256, kind=submission.kind),
+        student=options.student,
+        status="graded",
+        score=score,
+        max_score=max_score,
+        exercises=exercises,
+        seed=seed,
+        duration_s=round(time.monotonic() - started, 3),
+        environment=environment(),
+        cell_problems=session.problems,
+    )

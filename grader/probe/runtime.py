@@ -1,0 +1,240 @@
+"""The probe: runs inside the student's kernel and answers the grader's requests with observations.
+
+It is loaded by file path (not as part of the `grader` package), so it imports nothing but the
+standard library, NumPy and JAX, and it never judges: it reports what happened ("this call
+returned that array", "that name is not defined", "3 compilations") and the grader decides.
+
+Student code ran before this module was loaded and may have changed JAX's configuration or
+logging, so everything the probe relies on is set up at the moment it measures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+MIME_TYPE = "application/x-grader-observation+json"
+MAX_ELEMENTS = 100_000  # larger arrays come back as an opaque value, keeping messages small
+MAX_TEXT = 300
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_LOWERED_OP = re.compile(r"\b(?:stablehlo|mhlo|chlo)\.([a-z_]+)")
+
+
+# ----------------------------------------------------------------------------- values
+
+
+def decode(value: dict) -> Any:
+    """Turn a wire value into the Python object the student's function receives."""
+    t = value["t"]
+    if t == "py":
+        return value["v"]
+    if t == "array":
+        import jax.numpy as jnp
+
+        arr = np.asarray(value["data"], dtype=value["dtype"]).reshape(value["shape"])
+        return jnp.asarray(arr)
+    if t == "tuple":
+        return tuple(decode(v) for v in value["items"])
+    if t == "list":
+        return [decode(v) for v in value["items"]]
+    if t == "dict":
+        return {k: decode(v) for k, v in value["items"].items()}
+    if t == "none":
+        return None
+    raise ValueError(f"cannot decode a value of type {t!r}")
+
+
+def _short(text: str) -> str:
+    text = str(text)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _opaque(obj: Any, why: str | None = None) -> dict:
+    try:
+        text = why or repr(obj)
+    except Exception:  # a hostile __repr__ must not break the probe
+        text = "<unprintable>"
+    return {"t": "other", "type": type(obj).__name__, "repr": _short(text)}
+
+
+def encode(obj: Any) -> dict:
+    """Turn whatever the student's code returned into a wire value (never raises)."""
+    if obj is None:
+        return {"t": "none"}
+    if isinstance(obj, (bool, int, float)) and type(obj) in (bool, int, float):
+        return {"t": "py", "v": obj}
+    if isinstance(obj, (tuple, list)) and type(obj) in (tuple, list):
+        return {"t": type(obj).__name__, "items": [encode(x) for x in obj]}
+    if type(obj) is dict and all(isinstance(k, str) for k in obj):
+        return {"t": "dict", "items": {k: encode(v) for k, v in obj.items()}}
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        try:
+            arr = np.asarray(obj)
+        except Exception as exc:
+            return _opaque(obj, f"could not be converted to an array: {exc}")
+        if arr.dtype.kind not in "biuf":
+            return _opaque(obj, f"array of dtype {arr.dtype}")
+        if arr.size > MAX_ELEMENTS:
+            return _opaque(obj, f"array of shape {arr.shape}, too large to compare")
+        return {
+            "t": "array",
+            "dtype": str(arr.dtype),
+            "shape": list(arr.shape),
+            "data": arr.tolist(),
+            "weak": bool(getattr(obj, "weak_type", False)),
+        }
+    return _opaque(obj)
+
+
+def _raised(exc: BaseException) -> dict:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return {"ename": type(exc).__name__, "evalue": _short(first)}
+
+
+# ----------------------------------------------------------------------------- operations
+
+
+class _Missing(Exception):
+    """The requested name is not defined in the namespace."""
+
+
+def _resolve(namespace: dict, name: str) -> Any:
+    if name not in namespace:
+        raise _Missing(name)
+    return namespace[name]
+
+
+def _calls(request: dict) -> list[tuple[tuple, dict]]:
+    return [
+        (tuple(decode(a) for a in c.get("args", [])),
+         {k: decode(v) for k, v in c.get("kwargs", {}).items()})
+        for c in request["calls"]
+    ]
+
+
+def _parameters(obj: Any) -> list[dict] | None:
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    return [
+        {"name": p.name, "kind": p.kind.name, "has_default": p.default is not p.empty}
+        for p in sig.parameters.values()
+    ]
+
+
+def op_lookup(request: dict, namespace: dict) -> dict:
+    obj = _resolve(namespace, request["name"])
+    return {
+        "op": "lookup",
+        "type_name": type(obj).__name__,
+        "is_callable": callable(obj),
+        "is_jitted": hasattr(obj, "lower"),
+        "parameters": _parameters(obj) if callable(obj) else None,
+    }
+
+
+def op_value(request: dict, namespace: dict) -> dict:
+    return {"op": "value", "values": [encode(_resolve(namespace, request["name"]))]}
+
+
+def op_call(request: dict, namespace: dict) -> dict:
+    import jax
+
+    fn = _resolve(namespace, request["target"])
+    calls = _calls(request)
+    if request.get("jit"):
+        fn = jax.jit(fn)
+    with jax.disable_jit(False):
+        values = [encode(jax.block_until_ready(fn(*args, **kwargs))) for args, kwargs in calls]
+    return {"op": "call", "values": values}
+
+
+def _jaxpr_primitives(jaxpr: Any, found: set[str]) -> None:
+    for eqn in jaxpr.eqns:
+        found.add(eqn.primitive.name)
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)  # ClosedJaxpr -> Jaxpr
+                if hasattr(inner, "eqns"):
+                    _jaxpr_primitives(inner, found)
+
+
+def op_trace(request: dict, namespace: dict) -> dict:
+    import jax
+
+    fn = _resolve(namespace, request["target"])
+    args = tuple(decode(a) for a in request["call"].get("args", []))
+    kwargs = {k: decode(v) for k, v in request["call"].get("kwargs", {}).items()}
+    found: set[str] = set()
+    with jax.disable_jit(False):
+        if request["representation"] == "jaxpr":
+            _jaxpr_primitives(jax.make_jaxpr(fn)(*args, **kwargs).jaxpr, found)
+        else:
+            lowerable = fn if hasattr(fn, "lower") else jax.jit(fn)
+            found.update(_LOWERED_OP.findall(lowerable.lower(*args, **kwargs).as_text()))
+    return {"op": "trace", "primitives": sorted(found)}
+
+
+def op_compile_count(request: dict, namespace: dict) -> dict:
+    """Compilations during the calls only: inputs are built first, the listener is ours."""
+    import jax
+    import jax.monitoring
+
+    fn = _resolve(namespace, request["target"])
+    calls = _calls(request)
+    names: list[str] = []
+
+    def listener(event: str, duration: float, **kwargs: Any) -> None:
+        if event == _COMPILE_EVENT:
+            names.append(str(kwargs.get("fun_name", "?")))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        with jax.disable_jit(False):
+            for args, kwargs in calls:
+                jax.block_until_ready(fn(*args, **kwargs))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    return {"op": "compile_count", "compiles": len(names), "names": names}
+
+
+OPERATIONS: dict[str, Callable[[dict, dict], dict]] = {
+    "lookup": op_lookup,
+    "value": op_value,
+    "call": op_call,
+    "trace": op_trace,
+    "compile_count": op_compile_count,
+}
+
+
+def observe(request: dict, namespace: dict) -> dict:
+    """Answer one request; the student's exceptions become `raised`, never escape."""
+    try:
+        result = OPERATIONS[request["op"]](request, namespace)
+    except _Missing as missing:
+        return {"id": request["id"], "status": "missing", "detail": str(missing)}
+    except (Exception, SystemExit) as exc:  # KeyboardInterrupt is the grader's timeout: let it go
+        return {"id": request["id"], "status": "raised", "raised": _raised(exc)}
+    return {"id": request["id"], "status": "ok", "result": result}
+
+
+def _publish(observation: dict) -> None:
+    from IPython import get_ipython
+
+    get_ipython().display_pub.publish(data={MIME_TYPE: observation}, metadata={})
+
+
+def serve(requests_json: str, namespace: dict, emit: Callable[[dict], None] | None = None) -> None:
+    """Answer each request in order, emitting each observation as soon as it is known.
+
+    Emitting one at a time means that when a later request hangs or kills the kernel, the
+    grader still has every observation made before it.
+    """
+    emit = emit or _publish
+    for request in json.loads(requests_json):
+        emit(observe(request, namespace))

@@ -1,0 +1,28 @@
+"""Pure functions from check outcomes to points: all-or-nothing per check, summed upward."""
+
+from __future__ import annotations
+
+from grader.checks.base import CheckOutcome
+from grader.report import CheckResult, ExerciseResult
+from grader.spec import CheckSpec, ExerciseSpec
+
+
+def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome) -> CheckResult:
+    return CheckResult(
+        id=full_id,
+        title=spec.title,
+        status=outcome.status,
+        score=spec.points if outcome.status == "passed" else 0.0,
+        max_score=spec.points,
+        hidden=spec.hidden,
+        message=outcome.message,
+    )
+
+
+def score_exercise(spec: ExerciseSpec, results: list[CheckResult]) -> ExerciseResult:
+    return ExerciseResult(id=spec.id, title=spec.title, score=sum(r.score for r in results),
+                          max_score=spec.points, checks=results)
+
+
+def total(exercises: list[ExerciseResult]) -> tuple[float, float]:
+    return sum(e.score for e in exercises), sum(e.max_score for e in exercises)

@@ -1,0 +1,242 @@
+"""Assignment specs: what an instructor writes (as TOML) to say what each exercise is checked on.
+
+An assignment is a folder `assignments/<id>/` holding `assignment.toml` (validated by
+`AssignmentSpec`), optionally `references.py` (NumPy references and input generators) and
+`checks.py` (custom check functions). Nothing about a particular exercise lives in `grader/`.
+`grade schema` prints `AssignmentSpec.model_json_schema()` so editors can validate specs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+SCHEMA_VERSION = 1
+
+Identifier = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+PythonName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ArgType = Literal["py", "float32", "float64", "int32", "int64", "bool"]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Cases(_Spec):
+    """The inputs a check calls with: literal rows, or a seeded generator in references.py."""
+
+    rows: list[list[JsonValue]] | None = Field(
+        default=None, description="literal calls: one list of positional arguments per call"
+    )
+    types: list[ArgType] | None = Field(
+        default=None,
+        description="how each positional literal is passed: 'py' as a Python scalar (weakly "
+        "typed in JAX), a dtype name as an array of that dtype (nested lists give shapes)",
+    )
+    generator: PythonName | None = Field(
+        default=None,
+        description="function in references.py, called as f(rng, **params) with a NumPy "
+        "Generator seeded from the run's seed; returns a list of grader.Case or argument tuples",
+    )
+    params: dict[str, JsonValue] = Field(default_factory=dict, description="keyword arguments for the generator")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Cases:
+        if (self.rows is None) == (self.generator is None):
+            raise ValueError("give either rows (with types) or a generator, not both or neither")
+        if self.rows is not None:
+            if self.types is None:
+                raise ValueError("rows need types: one per positional argument")
+            bad = [i for i, row in enumerate(self.rows) if len(row) != len(self.types)]
+            if bad:
+                raise ValueError(f"rows {bad} do not have {len(self.types)} arguments (one per type)")
+        elif self.types is not None:
+            raise ValueError("types only apply to rows; a generator returns typed values itself")
+        return self
+
+
+class Limits(_Spec):
+    """Time limits; `--timeout` on the command line overrides `cell_timeout_s`."""
+
+    cell_timeout_s: float = Field(default=30.0, gt=0, description="one student cell")
+    probe_timeout_s: float = Field(default=30.0, gt=0, description="all the requests of one exercise")
+    submission_timeout_s: float = Field(default=300.0, gt=0, description="the whole submission")
+
+
+class _CheckBase(_Spec):
+    id: Identifier = Field(description="unique within its exercise; reported as '<exercise>.<id>'")
+    title: str = Field(description="what the check verifies, in a few words")
+    points: float = Field(ge=0)
+    message: str = Field(description="shown to the student when the check fails: what to fix")
+    hidden: bool = Field(
+        default=False, description="its inputs are drawn per run from the seed (not in the notebook)"
+    )
+
+
+class ReturnShape(_Spec):
+    """The structure a function must return: a sequence of `length` scalars of these kinds."""
+
+    cases: Cases
+    length: int = Field(ge=1)
+    kinds: list[Literal["float", "int", "bool", "any"]] | None = None
+
+
+class InterfaceCheck(_CheckBase):
+    """A name exists and is callable; optionally jitted, with an arity, and a return structure."""
+
+    kind: Literal["interface"] = "interface"
+    name: PythonName
+    jitted: bool = Field(default=False, description="must be a jax.jit wrapper (has `.lower`)")
+    arity: int | None = Field(default=None, ge=0, description="must accept this many positional arguments")
+    returns: ReturnShape | None = None
+
+
+class NumericCheck(_CheckBase):
+    """Values returned by `function` agree with a reference within rtol/atol, shapes included."""
+
+    kind: Literal["numeric"] = "numeric"
+    function: PythonName
+    cases: Cases
+    jit: bool = Field(default=False, description="wrap the function in jax.jit before calling it")
+    reference: PythonName | None = Field(default=None, description="NumPy function in references.py")
+    against: PythonName | None = Field(
+        default=None, description="another of the student's functions, called on the same inputs"
+    )
+    output: int | None = Field(default=None, ge=0, description="compare only this item of the result")
+    rtol: float = Field(default=1e-5, ge=0)
+    atol: float = Field(default=1e-8, ge=0)
+
+    @model_validator(mode="after")
+    def _expectation(self) -> NumericCheck:
+        if self.reference and self.against:
+            raise ValueError("give reference or against, not both")
+        if not (self.reference or self.against or self.cases.generator):
+            raise ValueError("needs a reference, an against function, or a generator giving expected values")
+        if self.hidden and self.cases.generator is None:
+            raise ValueError("a hidden check must draw its inputs from a generator")
+        return self
+
+
+class StructureCheck(_CheckBase):
+    """The jaxpr (or lowered module) of one call contains / lacks given primitives."""
+
+    kind: Literal["structure"] = "structure"
+    function: PythonName
+    representation: Literal["jaxpr", "lowered"]
+    cases: Cases = Field(description="exactly one call")
+    contains: list[str] = []
+    absent: list[str] = []
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> StructureCheck:
+        if not (self.contains or self.absent):
+            raise ValueError("needs contains or absent")
+        if self.cases.rows is not None and len(self.cases.rows) != 1:
+            raise ValueError("a structure check traces exactly one call")
+        return self
+
+
+class CompileLimitCheck(_CheckBase):
+    """At most `max_compiles` XLA compilations while `function` runs over the call sequence."""
+
+    kind: Literal["compile_limit"] = "compile_limit"
+    function: PythonName
+    cases: Cases
+    max_compiles: int = Field(ge=0)
+
+
+class CustomCheck(_CheckBase):
+    """A function of checks.py judges values from the student's namespace and/or calls.
+
+    It is called as f(observed, **params): `observed` maps each name in `observe` to its value,
+    and, when `call` is set, the key "calls" to a list of (Case, result) pairs.
+    """
+
+    kind: Literal["custom"] = "custom"
+    function: PythonName = Field(description="function in checks.py returning a grader.Verdict")
+    observe: list[PythonName] = Field(default_factory=list, description="names whose values it judges")
+    call: PythonName | None = Field(default=None, description="a student function to call on `cases`")
+    cases: Cases | None = None
+    params: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _needs_input(self) -> CustomCheck:
+        if not self.observe and self.call is None:
+            raise ValueError("needs observe (names) or call (a function with cases)")
+        if (self.call is None) != (self.cases is None):
+            raise ValueError("call and cases go together")
+        return self
+
+
+CheckSpec = Annotated[
+    Union[InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck],
+    Field(discriminator="kind"),
+]
+
+
+class ExerciseSpec(_Spec):
+    id: Identifier
+    title: str
+    points: float = Field(ge=0)
+    checks: list[CheckSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ExerciseSpec:
+        total = sum(c.points for c in self.checks)
+        if abs(total - self.points) > 1e-9:
+            raise ValueError(f"check points add up to {total:g}, not the exercise's {self.points:g}")
+        ids = [c.id for c in self.checks]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate check ids: {', '.join(dupes)}")
+        return self
+
+
+class AssignmentSpec(_Spec):
+    """An assignment: its exercises, their checks, and its time limits."""
+
+    schema_version: int = Field(description=f"format version of this file; this grader reads {SCHEMA_VERSION}")
+    id: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")]
+    title: str
+    limits: Limits = Limits()
+    exercises: list[ExerciseSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_exercises(self) -> AssignmentSpec:
+        ids = [e.id for e in self.exercises]
+        if len(set(ids)) != len(ids):
+            raise ValueError("exercise ids must be unique")
+        return self
+
+    @property
+    def max_score(self) -> float:
+        return sum(e.points for e in self.exercises)
+
+
+def describe_errors(errors: list[dict[str, Any]]) -> list[str]:
+    """Pydantic errors as plain lines: `exercises[2].checks[0].rtol: must be >= 0`."""
+    lines = []
+    for err in errors:
+        path = ""
+        for part in err["loc"]:
+            if isinstance(part, int):
+                path += f"[{part}]"
+            elif part in {"interface", "numeric", "structure", "compile_limit", "custom"}:
+                continue  # the union tag pydantic inserts; the kind is already in the file
+            else:
+                path += f".{part}" if path else str(part)
+        msg = err["msg"]
+        ctx = err.get("ctx") or {}
+        if err["type"] == "greater_than_equal":
+            msg = f"must be >= {ctx.get('ge')}"
+        elif err["type"] == "greater_than":
+            msg = f"must be > {ctx.get('gt')}"
+        elif err["type"] == "extra_forbidden":
+            msg = "is not a known field"
+        elif err["type"] == "missing":
+            msg = "is required"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        lines.append(f"{path or '(top level)'}: {msg}")
+    return lines
