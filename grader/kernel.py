@@ -61,7 +61,10 @@ class Kernel:
         self._nb = nbformat.v4.new_notebook()
         self.alive = False
 
-    def start(self) -> Kernel:
+    def launch(self) -> Kernel:
+        """Spawn the kernel process and return at once: it boots while the grader plans."""
+        if self._client is not None:
+            return self
         km = AsyncKernelManager(
             kernel_name=self._kernel_name, transport="ipc", ip=str(self.scratch / "kernel-ipc")
         )
@@ -78,10 +81,20 @@ class Kernel:
         )
         try:
             client.start_new_kernel(cwd=str(self.scratch))
-            client.start_new_kernel_client()
         except Exception as exc:  # jupyter_client raises many kinds here; all mean "no kernel"
             raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
         self._client = client
+        return self
+
+    def start(self) -> Kernel:
+        """Launch (if not yet) and wait until the kernel answers."""
+        self.launch()
+        assert self._client is not None
+        try:
+            self._client.start_new_kernel_client()
+        except Exception as exc:
+            self.kill()
+            raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
         self.alive = True
         return self
 

@@ -106,10 +106,11 @@ def grade_one(path: str | Path, options: GradeOptions | None = None) -> Report:
     probe_timeout = options.cell_timeout or limits.probe_timeout_s
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
 
-    preparation = _Preparation(assignment)
-    checks_plan = plan(assignment, seed)
     with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
                  kernel_factory=lambda: Kernel(kernel_name=options.kernel_name)) as session:
+        session.launch()
+        preparation = _Preparation(assignment)
+        checks_plan = plan(assignment, seed)
         session.run_student_cells()
         observations = observe_all(session, checks_plan, probe_timeout)
     preparation.wait()

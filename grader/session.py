@@ -70,6 +70,11 @@ class Session:
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    def launch(self) -> None:
+        """Spawn the first kernel now, so that it boots while the grader does other work."""
+        if self._kernel is None:
+            self._kernel = self._factory().launch()
+
     def _new_kernel(self) -> Kernel:
         if self._kernel is not None:
             self._kernel.close()
@@ -88,7 +93,7 @@ class Session:
         return True
 
     def run_student_cells(self) -> None:
-        kernel = self._kernel or self._new_kernel()
+        kernel = self._kernel.start() if self._kernel is not None else self._new_kernel()
         for cell in self.submission.cells:
             where = _where(self.submission, cell)
             budget = min(self.cell_timeout, self._remaining())

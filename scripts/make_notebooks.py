@@ -77,7 +77,7 @@ Fit `y ≈ w·x + b` by gradient descent on the mean squared error, without glob
   (new values must not recompile). Both loops return `(w, b)`.""",
 }
 
-SETUP = "from functools import partial\n\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax"
+SETUP = "from functools import partial\n\nimport jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom jax import lax"
 
 
 def solution_sections() -> dict[str, str]:

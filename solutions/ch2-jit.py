@@ -7,13 +7,15 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 # %% [tax]
-brackets = jnp.array([0.0, 10000.0, 40000.0, 100000.0])
-rates = jnp.array([0.0, 0.10, 0.20, 0.30])
+# Plain NumPy constants: they become literals when traced, and cost no eager dispatch.
+brackets = np.array([0.0, 10000.0, 40000.0, 100000.0], dtype=np.float32)
+rates = np.array([0.0, 0.10, 0.20, 0.30], dtype=np.float32)
 # tax already owed below the start of each bracket: 0, 0, 3000, 15000
-base_tax = jnp.concatenate([jnp.zeros(1), jnp.cumsum(jnp.diff(brackets) * rates[:-1])])
+base_tax = np.concatenate([[0.0], np.cumsum(np.diff(brackets) * rates[:-1])]).astype(np.float32)
 
 
 @jax.jit

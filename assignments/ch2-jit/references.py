@@ -38,9 +38,11 @@ def tax_scalars(rng: np.random.Generator, n_random: int = 20) -> list[Case]:
     return [Case(args=(np.float32(v),)) for v in rng.permutation(_hidden_incomes(rng, n_random))]
 
 
-def tax_vector(rng: np.random.Generator, n_random: int = 40) -> list[Case]:
-    """One call on a 1-D float32 array of incomes."""
-    return [Case(args=(rng.permutation(_hidden_incomes(rng, n_random)),))]
+def tax_vector(rng: np.random.Generator, n_random: int = 17, size: int = 12) -> list[Case]:
+    """Calls on 1-D float32 arrays of `size` incomes (the notebook's length: one compilation)."""
+    incomes = rng.permutation(_hidden_incomes(rng, n_random))
+    incomes = np.resize(incomes, -(-incomes.size // size) * size)  # pad by repeating
+    return [Case(args=(chunk,)) for chunk in incomes.reshape(-1, size)]
 
 
 # ----------------------------------------------------------------------------- newton
