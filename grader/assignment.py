@@ -76,13 +76,38 @@ def read_spec(folder: Path) -> AssignmentSpec:
         raise SpecInvalid(name, describe_errors(exc.errors())) from None
 
 
+def _missing_functions(spec: AssignmentSpec, references: ModuleType | None,
+                       checks: ModuleType | None) -> list[str]:
+    """Every function a spec names must exist in the module it belongs to."""
+    problems = []
+
+    def need(module: ModuleType | None, file: str, name: str | None, path: str) -> None:
+        if name and not callable(getattr(module, name, None)):
+            problems.append(f"{path}: {file} has no function {name!r}")
+
+    for i, exercise in enumerate(spec.exercises):
+        for j, check in enumerate(exercise.checks):
+            path = f"exercises[{i}].checks[{j}]"
+            for field in ("cases", "returns"):
+                holder = getattr(check, field, None)
+                cases = getattr(holder, "cases", holder)
+                need(references, "references.py", getattr(cases, "generator", None), f"{path}.{field}.generator")
+            need(references, "references.py", getattr(check, "reference", None), f"{path}.reference")
+            if check.kind == "custom":
+                need(checks, "checks.py", check.function, f"{path}.function")
+    return problems
+
+
 def load(name_or_path: str) -> Assignment:
     folder = resolve(name_or_path)
     spec = read_spec(folder)
     prefix = "grader_assignment_" + spec.id.replace("-", "_")
-    return Assignment(
-        folder=folder,
-        spec=spec,
-        references=_load_module(folder / "references.py", prefix + "_references"),
-        checks=_load_module(folder / "checks.py", prefix + "_checks"),
-    )
+    try:
+        references = _load_module(folder / "references.py", prefix + "_references")
+        checks = _load_module(folder / "checks.py", prefix + "_checks")
+    except Exception as exc:  # instructor code that does not import is a broken spec
+        raise SpecInvalid(spec.id, [f"its Python modules do not load: {type(exc).__name__}: {exc}"]) from None
+    problems = _missing_functions(spec, references, checks)
+    if problems:
+        raise SpecInvalid(spec.id, problems)
+    return Assignment(folder=folder, spec=spec, references=references, checks=checks)

@@ -6,7 +6,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
@@ -16,7 +16,7 @@ from grader.checks.custom import CustomCheckFailed
 from grader.errors import UsageError
 from grader.kernel import Kernel
 from grader.options import GradeOptions
-from grader.probe.protocol import Observation
+from grader.probe.protocol import Observation, Request
 from grader.report import ExerciseResult, Report, SubmissionRef, environment
 from grader.scoring import score_check, score_exercise, total
 from grader.session import Session
@@ -70,12 +70,18 @@ class _Preparation:
             raise CustomCheckFailed(f"checks.py prepare() failed: {self._error!r}") from self._error
 
 
-def observe_all(session: Session, checks_plan: Plan, probe_timeout: float) -> dict[str, Observation]:
+class Prober(Protocol):
+    """Answers probe requests: a kernel Session for grading, a LocalProber for self-checks."""
+
+    def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]: ...
+
+
+def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float) -> dict[str, Observation]:
     """One probe batch per exercise, so a hang in one exercise costs only that exercise."""
     observations: dict[str, Observation] = {}
     for _, checks in checks_plan:
         requests = [r for check in checks for r in check.requests()]
-        observations.update(session.observe(requests, probe_timeout))
+        observations.update(prober.observe(requests, probe_timeout))
     return observations
 
 

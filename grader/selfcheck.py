@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from grader import assignment as assignments
-from grader.pipeline import judge, plan
+from grader.pipeline import judge, observe_all, plan
 from grader.probe.local import LocalProber
 from grader.render import summary_exercise
 
@@ -39,6 +39,5 @@ def check(exercise: str, assignment: str = "ch2-jit", namespace: dict[str, Any] 
         known = ", ".join(e.id for e in loaded.spec.exercises)
         raise ValueError(f"{assignment} has no exercise {exercise!r} (it has {known})")
     prober = LocalProber(namespace if namespace is not None else _namespace())
-    requests = [r for check in selected[0][1] for r in check.requests()]
-    result = judge(selected, prober.observe(requests, timeout=0))[0]
+    result = judge(selected, observe_all(prober, selected, probe_timeout=0))[0]
     print(summary_exercise(result))
