@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import nbformat
-from jupyter_core.utils import run_sync
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -24,7 +23,6 @@ from pydantic import BaseModel
 from grader.errors import KernelStartFailed
 from grader.probe.protocol import MIME_TYPE
 
-INTERRUPT_GRACE_S = 3.0  # after a timeout: how long an interrupted kernel has to become idle
 STARTUP_TIMEOUT_S = 60
 
 
@@ -109,12 +107,13 @@ class Kernel:
         try:
             self._client.execute_cell(cell, 0)
         except CellTimeoutError:
-            run = CellRun(status="timeout", evalue=f"still running after {timeout:g} s")
-            if not self._recover():
-                self.kill()
-            return self._finish(run, cell, started)
+            # Kill rather than interrupt: an interrupt can be ignored, and nbclient leaves the
+            # timed-out cell's output reader running, which would swallow later cells' output.
+            self.kill()
+            return self._finish(CellRun(status="timeout", evalue=f"still running after {timeout:g} s"),
+                                cell, started)
         except DeadKernelError:
-            self.alive = False
+            self.kill()  # release its channels; the process is already gone
             return self._finish(CellRun(status="died", evalue="the kernel process died"), cell, started)
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if errors:
@@ -131,22 +130,6 @@ class Kernel:
             if o.get("output_type") == "display_data" and MIME_TYPE in o.get("data", {})
         ]
         return run.model_copy(update={"observations": observations, "seconds": time.monotonic() - started})
-
-    def _recover(self) -> bool:
-        """Interrupt a timed-out cell; True if the kernel answers again within the grace period."""
-        assert self._client is not None and self._client.km is not None
-        try:
-            run_sync(self._client.km.interrupt_kernel)()
-        except Exception:
-            return False
-        probe = nbformat.v4.new_code_cell("pass")
-        self._nb.cells = [probe]
-        self._client.timeout = INTERRUPT_GRACE_S
-        try:
-            self._client.execute_cell(probe, 0)
-        except (CellTimeoutError, DeadKernelError):
-            return False
-        return True
 
     def kill(self) -> None:
         """Kill the kernel now (no graceful shutdown: nothing in it is worth waiting for)."""

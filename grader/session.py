@@ -2,7 +2,7 @@
 
 The student's cells run once, each with its own deadline; a cell that raises does not stop the
 others. Then the probe answers the grader's requests exercise by exercise. When a cell or a
-request hangs past the interrupt or kills the kernel, the session starts a fresh kernel, replays
+request runs past its deadline or kills the kernel, the session starts a fresh kernel, replays
 the cells that completed, and carries on with the requests that are left: a hang costs the
 request that hung, not the exercises after it.
 """
@@ -21,7 +21,7 @@ from grader.probe.protocol import Observation, Request
 from grader.submission import SourceCell, Submission
 
 PROBE_PATH = Path(__file__).resolve().parent / "probe" / "runtime.py"
-MAX_RESTARTS = 4
+MAX_RESTARTS = 4  # per phase: the student's cells, then each exercise's probe batch
 
 
 class CellProblem(BaseModel):
@@ -142,6 +142,7 @@ class Session:
 
     def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]:
         """Observations for every request; ones that hung or crashed are marked so, not lost."""
+        self.restarts = 0  # each exercise gets its own restart budget
         results: dict[str, Observation] = {}
         pending = list(requests)
         while pending:

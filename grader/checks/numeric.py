@@ -42,7 +42,7 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     if expected.ndim == 0:
         return f"returned {describe(got)}, expected {describe(expected)}"
     idx = tuple(int(i) for i in np.argwhere(~close)[0])
-    return (f"element {idx if len(idx) > 1 else idx[0]} is {got[idx]!r}, expected {expected[idx]!r} "
+    return (f"element {idx if len(idx) > 1 else idx[0]} is {got[idx].item()!r}, expected {expected[idx].item()!r} "
             f"({int((~close).sum())} of {close.size} elements differ)")
 
 

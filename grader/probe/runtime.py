@@ -173,7 +173,10 @@ def op_trace(request: dict, namespace: dict) -> dict:
     found: set[str] = set()
     with jax.disable_jit(False):
         if request["representation"] == "jaxpr":
-            _jaxpr_primitives(jax.make_jaxpr(fn)(*args, **kwargs).jaxpr, found)
+            # A jitted function traces itself, which respects its static arguments.
+            traced = fn.trace(*args, **kwargs) if hasattr(fn, "trace") else None
+            closed = traced.jaxpr if traced is not None else jax.make_jaxpr(fn)(*args, **kwargs)
+            _jaxpr_primitives(closed.jaxpr, found)
         else:
             lowerable = fn if hasattr(fn, "lower") else jax.jit(fn)
             found.update(_LOWERED_OP.findall(lowerable.lower(*args, **kwargs).as_text()))

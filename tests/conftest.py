@@ -1,0 +1,84 @@
+"""Shared fixtures: where the repository is, and submissions built from the reference solution.
+
+Fixture names are specific on purpose (`repo_root`, `reference_source`, ...), so that test
+modules can define their own fixtures without clashing with these.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SUBMISSION_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "submissions"
+REFERENCE_MODULE = REPO_ROOT / "solutions" / "ch2-jit.py"
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The reference module's `# %% [name]` sections: setup, tax, newton, detective, training."""
+    parts = re.split(r"^# %% \[(\w+)\]\n", text, flags=re.M)
+    return {name: body.strip() + "\n" for name, body in zip(parts[1::2], parts[2::2])}
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def reference_source() -> str:
+    """The text of solutions/ch2-jit.py (scores 100)."""
+    return REFERENCE_MODULE.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def reference_sections(reference_source: str) -> dict[str, str]:
+    sections = _sections(reference_source)
+    assert list(sections) == ["setup", "tax", "newton", "detective", "training"]
+    return sections
+
+
+SubmissionMaker = Callable[..., Path]
+
+
+@pytest.fixture
+def submission_from_reference(tmp_path: Path, reference_sections: dict[str, str]) -> SubmissionMaker:
+    """Build a submission in tmp_path from reference sections and fixture files.
+
+    `parts` names reference sections ("setup", "tax", ...) or fixture files under
+    tests/fixtures/submissions/ (e.g. "endless_loop_cell.py"), in the order they should run.
+    A .py result is a module with one `# %%` cell per part; a .ipynb result is a notebook with one
+    code cell per reference section, and the cells (outputs included) of fixture notebooks.
+    """
+
+    def make(*parts: str, suffix: str = ".py", name: str = "submission") -> Path:
+        target = tmp_path / f"{name}{suffix}"
+        if suffix == ".py":
+            chunks = []
+            for part in parts:
+                if part in reference_sections:
+                    chunks.append(f"# %% [{part}]\n{reference_sections[part]}")
+                else:
+                    text = (SUBMISSION_FIXTURES / part).read_text(encoding="utf-8")
+                    chunks.append(text if text.startswith("# %%") else f"# %% [{part}]\n{text}")
+            target.write_text("\n\n".join(chunks), encoding="utf-8")
+            return target
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["grader"] = {"assignment": "ch2-jit"}
+        for part in parts:
+            if part in reference_sections:
+                nb.cells.append(nbformat.v4.new_code_cell(reference_sections[part]))
+            elif part.endswith(".ipynb"):
+                nb.cells.extend(nbformat.read(SUBMISSION_FIXTURES / part, as_version=4).cells)
+            else:
+                nb.cells.append(nbformat.v4.new_code_cell((SUBMISSION_FIXTURES / part).read_text(encoding="utf-8")))
+        for i, cell in enumerate(nb.cells):
+            cell["id"] = f"cell-{i}"
+        nbformat.write(nb, target)
+        return target
+
+    return make

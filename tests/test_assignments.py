@@ -1,0 +1,121 @@
+"""The course material itself: solutions score full marks, the template zero, notebooks are current."""
+
+from __future__ import annotations
+
+import importlib.util
+import runpy
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from grader import GradeOptions, Report, grade_one
+from grader.selfcheck import check
+
+EXERCISES = ("tax", "newton", "detective", "training")
+
+
+def all_checks(report: Report):
+    return [c for e in report.exercises for c in e.checks]
+
+
+# ----------------------------------------------------------------------------- grading (real kernels)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(("relative", "seed"), [("solutions/ch2-jit.ipynb", 11), ("solutions/ch2-jit.py", 12)])
+def test_reference_solutions_score_full_marks(repo_root: Path, relative: str, seed: int) -> None:
+    report = grade_one(repo_root / relative, GradeOptions(seed=seed))
+    assert report.assignment == "ch2-jit"  # found from the notebook metadata / the file name
+    assert report.status == "graded"
+    not_passed = [(c.id, c.status, c.message) for c in all_checks(report) if c.status != "passed"]
+    assert not_passed == []
+    assert (report.score, report.max_score) == (100, 100)
+    assert {e.id: e.score for e in report.exercises} == {"tax": 25, "newton": 25, "detective": 20, "training": 30}
+    assert report.cell_problems == []
+    assert report.seed == seed
+
+
+@pytest.mark.kernel
+def test_template_scores_zero_with_helpful_messages(repo_root: Path) -> None:
+    report = grade_one(repo_root / "student_template" / "ch2-jit.ipynb", GradeOptions(seed=13))
+    assert report.status == "graded"
+    assert (report.score, report.max_score) == (0, 100)
+    for c in all_checks(report):
+        assert c.status == "failed", (c.id, c.status, c.message)
+        assert c.message.startswith("Not answered yet"), (c.id, c.message)
+    assert report.cell_problems == []  # the template runs cleanly: nothing is the student's fault yet
+
+
+# ----------------------------------------------------------------------------- self-check (in process)
+
+
+@pytest.fixture(scope="module")
+def reference_namespace(repo_root: Path) -> dict:
+    return runpy.run_path(str(repo_root / "solutions" / "ch2-jit.py"))
+
+
+def test_selfcheck_passes_on_the_reference_namespace(reference_namespace: dict, capsys) -> None:
+    check("tax", namespace=reference_namespace, seed=1)
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("✅ ") and first.endswith("25 / 25"), out
+    assert "not answered" not in out.lower()
+
+
+@pytest.mark.parametrize(("exercise", "points"), [("newton", 25), ("detective", 20), ("training", 30)])
+def test_selfcheck_of_the_other_exercises(reference_namespace: dict, capsys, exercise: str, points: int) -> None:
+    check(exercise, namespace=reference_namespace, seed=2)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("✅ ") and out.rstrip().endswith(f"{points} / {points}"), out
+
+
+def test_selfcheck_on_an_empty_namespace_says_not_answered_yet(capsys) -> None:
+    check("tax", namespace={}, seed=1)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("❌ ") and "0 / 25" in out
+    assert "not answered yet: define tax_switch, tax_vectorized" in out
+
+
+def test_selfcheck_reports_a_wrong_answer(reference_namespace: dict, capsys) -> None:
+    wrong = dict(reference_namespace, predictions=[False] * 8)
+    check("detective", namespace=wrong, seed=1)
+    out = capsys.readouterr().out
+    assert out.startswith("❌ ")
+    assert "detective.call_1" in out and "detective.call_2" not in out  # call 2 really hits the cache
+
+
+def test_selfcheck_unknown_exercise(capsys) -> None:
+    with pytest.raises(ValueError, match="has no exercise 'taxes'"):
+        check("taxes", namespace={})
+
+
+# ----------------------------------------------------------------------------- generated notebooks
+
+
+def load_make_notebooks(repo_root: Path) -> ModuleType:
+    path = repo_root / "scripts" / "make_notebooks.py"
+    spec = importlib.util.spec_from_file_location("make_notebooks_under_test", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_notebooks_are_up_to_date(repo_root: Path) -> None:
+    targets = load_make_notebooks(repo_root).targets()
+    assert {p.relative_to(repo_root).as_posix() for p in targets} == {
+        "student_template/ch2-jit.ipynb", "solutions/ch2-jit.ipynb",
+    }
+    for path, text in targets.items():
+        assert path.read_text(encoding="utf-8") == text, (
+            f"{path.relative_to(repo_root)} is stale: run `python scripts/make_notebooks.py`")
+
+
+def test_template_has_a_selfcheck_cell_per_exercise(repo_root: Path) -> None:
+    import nbformat
+
+    nb = nbformat.read(repo_root / "student_template" / "ch2-jit.ipynb", as_version=4)
+    selfchecks = [c.source for c in nb.cells if "selfcheck" in c.metadata.get("tags", [])]
+    assert selfchecks == [f'from grader.selfcheck import check\ncheck("{e}")' for e in EXERCISES]
+    assert nb.metadata["grader"]["assignment"] == "ch2-jit"

@@ -1,0 +1,176 @@
+"""Hostile and broken submissions, graded end to end in real kernels.
+
+Each submission is the reference solution (solutions/ch2-jit.py, 100 points) with a faulty cell
+from tests/fixtures/submissions/ added, so the honest score is known: a fault may cost the cell
+it is in, never the exercises the reference code defines, and no trick changes a score.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grader import GradeOptions, Report, grade_one
+
+pytestmark = pytest.mark.kernel
+
+HANG_TIMEOUT = 3.0  # seconds per cell (and per probe batch) when a fault hangs
+CALM_TIMEOUT = 30.0  # when nothing should hang
+SEED = 7
+ALL = ("setup", "tax", "newton", "detective", "training")
+
+
+def grade(path: Path, timeout: float = CALM_TIMEOUT) -> Report:
+    return grade_one(path, GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout))
+
+
+def scores(report: Report) -> dict[str, float]:
+    return {e.id: e.score for e in report.exercises}
+
+
+def failing(report: Report) -> dict[str, str]:
+    return {c.id: c.status for e in report.exercises for c in e.checks if c.status != "passed"}
+
+
+def assert_full_marks(report: Report, *exercises: str) -> None:
+    for ex in report.exercises:
+        if ex.id in exercises:
+            assert ex.score == ex.max_score, (ex.id, [(c.id, c.status, c.message) for c in ex.checks
+                                                      if c.status != "passed"])
+
+
+def problem_statuses(report: Report) -> list[str]:
+    return [p.status for p in report.cell_problems]
+
+
+# ----------------------------------------------------------------------------- hangs
+
+
+def test_endless_loop_cell_times_out_and_the_rest_is_graded(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "endless_loop_cell.py", "newton", "detective", "training",
+                                     suffix=".ipynb")
+    report = grade(path, HANG_TIMEOUT)
+    assert report.status == "graded"
+    (problem,) = report.cell_problems
+    assert problem.status == "timeout" and problem.where == "cell 3"
+    assert "stopped after 3 s" in problem.message
+    assert failing(report) == {}
+    assert report.score == 100
+
+
+def test_cell_ignoring_sigint_is_killed_and_grading_goes_on(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "ignores_sigint_and_sleeps.py", "newton", "detective",
+                                     "training")
+    report = grade(path, HANG_TIMEOUT)
+    assert problem_statuses(report) == ["timeout"]
+    assert failing(report) == {}
+    assert report.score == 100
+    # The outer deadline held: the kernel was killed, not waited for (the cell sleeps 600 s).
+    assert HANG_TIMEOUT <= report.duration_s < 600
+
+
+def test_os_exit_in_the_middle_kills_the_kernel_which_is_replaced(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "newton", "kills_kernel_os_exit.py", "detective", "training")
+    report = grade(path)
+    (problem,) = report.cell_problems
+    assert problem.status == "died"
+    assert "killed the Python kernel" in problem.message
+    assert failing(report) == {}  # cells before it were replayed, cells after it ran
+    assert report.score == 100
+
+
+def test_newton_that_never_terminates_costs_only_the_newton_checks_that_call_it(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "newton_never_terminates.py", "detective", "training")
+    report = grade(path, HANG_TIMEOUT)
+    assert report.status == "graded"
+    assert_full_marks(report, "tax", "detective", "training")
+    newton = {c.id: c for c in next(e for e in report.exercises if e.id == "newton").checks}
+    # looking at it and tracing it never runs the loop
+    assert newton["newton.jitted"].status == "passed"
+    assert newton["newton.uses_while"].status == "passed"
+    for cid in ("newton.returns_pair", "newton.visible", "newton.hidden", "newton.iterations",
+                "newton.compiles_once"):
+        assert newton[cid].status in ("timeout", "error"), (cid, newton[cid].status, newton[cid].message)
+    assert newton["newton.visible"].status == "timeout"
+    assert "did not finish" in newton["newton.visible"].message
+    assert report.score == 100 - 25 + 6
+
+
+def test_function_hanging_in_python_costs_only_its_checks(submission_from_reference) -> None:
+    """The probe is interrupted on each hanging request; the kernel stays and answers the rest."""
+    path = submission_from_reference(*ALL, "tax_switch_loops_in_python.py")
+    report = grade(path, HANG_TIMEOUT)
+    assert failing(report) == {"tax.switch_visible": "timeout", "tax.switch_hidden": "timeout",
+                               "tax.switch_uses_cond": "timeout"}
+    assert report.score == 100 - 14
+    assert report.cell_problems == []
+
+
+# ----------------------------------------------------------------------------- exits, input, output
+
+
+def test_sys_exit_in_a_cell_is_an_error_of_that_cell(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "calls_sys_exit.py", "newton", "detective", "training")
+    report = grade(path)
+    (problem,) = report.cell_problems
+    assert problem.status == "error" and "SystemExit" in problem.message
+    assert report.score == 100
+
+
+def test_input_in_a_cell_does_not_hang(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "calls_input.py", "newton", "detective", "training")
+    report = grade(path)
+    # It raised at once (no stdin in a grading kernel) instead of waiting into a timeout.
+    assert problem_statuses(report) == ["error"]
+    assert "StdinNotImplementedError" in report.cell_problems[0].message
+    assert report.score == 100
+
+
+def test_printing_50_mb_is_graded_and_the_report_stays_small(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "prints_50_mb.py", "newton", "detective", "training")
+    report = grade(path)
+    assert report.score == 100
+    assert report.cell_problems == []
+    assert len(report.model_dump_json(indent=2).encode()) < 100_000
+
+
+# ----------------------------------------------------------------------------- fakes
+
+
+def test_stale_outputs_and_fake_report_do_not_count(submission_from_reference) -> None:
+    """Only tax is really answered; the saved outputs claim everything passed."""
+    path = submission_from_reference("setup", "tax", "stale_outputs_claim_full_marks.ipynb", suffix=".ipynb")
+    assert "Total 100 / 100" in path.read_text(encoding="utf-8")  # the lie is in the file
+    report = grade(path)
+    assert scores(report) == {"tax": 25, "newton": 0, "detective": 0, "training": 0}
+    assert report.score == 25
+    for ex in report.exercises[1:]:
+        assert all(c.message.startswith("Not answered yet") for c in ex.checks), ex.id
+    assert not (path.parent / "report.json").exists()  # the kernel ran elsewhere
+
+
+def test_monkeypatched_numpy_and_fake_success_do_not_change_the_score(submission_from_reference) -> None:
+    honest = submission_from_reference(*ALL, "wrong_detective_and_tax_vectorized.py", name="honest")
+    faking = submission_from_reference(*ALL, "wrong_detective_and_tax_vectorized.py", "fakes_numpy_allclose.py",
+                                       name="faking")
+    expected_failures = {
+        "tax.vectorized_visible", "tax.vectorized_hidden", "tax.vectorized_keeps_shape", "tax.vectorized_under_jit",
+        *(f"detective.call_{i}" for i in (1, 3, 4, 5, 6, 7, 8)),
+    }
+    honest_report, faking_report = grade(honest), grade(faking)
+    assert set(failing(honest_report)) == expected_failures
+    assert honest_report.score == 100 - 11 - 17.5
+    assert failing(faking_report) == failing(honest_report)
+    assert faking_report.score == honest_report.score
+    assert [c.message for e in faking_report.exercises for c in e.checks] == \
+        [c.message for e in honest_report.exercises for c in e.checks]
+
+
+def test_reports_of_faulty_submissions_validate(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "kills_kernel_os_exit.py", "tax")
+    report = grade(path)
+    again = Report.model_validate(json.loads(report.model_dump_json()))
+    assert again == report
+    assert scores(report) == {"tax": 25, "newton": 0, "detective": 0, "training": 0}

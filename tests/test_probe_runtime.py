@@ -1,0 +1,337 @@
+"""The in-kernel probe, run in this process on a plain dict namespace (no kernel needed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from grader.probe import runtime
+from grader.probe.protocol import MIME_TYPE, Observation
+
+
+def array(values, dtype="float32") -> dict:
+    arr = np.asarray(values, dtype=dtype)
+    return {"t": "array", "dtype": dtype, "shape": list(arr.shape), "data": arr.tolist()}
+
+
+def py(v) -> dict:
+    return {"t": "py", "v": v}
+
+
+def observe(op: str, namespace: dict, **fields) -> dict:
+    raw = runtime.observe({"op": op, "id": "r1", **fields}, namespace)
+    Observation.model_validate(raw)  # the grader must be able to read every answer
+    return raw
+
+
+def test_mime_type_matches_the_protocol() -> None:
+    assert runtime.MIME_TYPE == MIME_TYPE
+
+
+# ----------------------------------------------------------------------------- encode / decode
+
+
+@pytest.mark.parametrize("value", [0, 3, -7, 2.5, True, False])
+def test_python_scalars_stay_python(value) -> None:
+    wire = runtime.encode(value)
+    assert wire == {"t": "py", "v": value}
+    back = runtime.decode(wire)
+    assert back == value and type(back) is type(value)
+
+
+def test_float32_array_round_trip_keeps_dtype_and_shape() -> None:
+    x = jnp.arange(6, dtype=jnp.float32).reshape(2, 3) / 4
+    wire = runtime.encode(x)
+    assert wire["t"] == "array" and wire["dtype"] == "float32" and wire["shape"] == [2, 3]
+    assert wire["weak"] is False
+    back = runtime.decode(wire)
+    assert isinstance(back, jax.Array)
+    assert back.dtype == jnp.float32 and back.shape == (2, 3)
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32", "int64", "bool"])
+def test_numpy_arrays_keep_their_dtype(dtype) -> None:
+    x = np.array([[1, 0], [0, 1]], dtype=dtype)
+    wire = runtime.encode(x)
+    assert (wire["dtype"], wire["shape"]) == (dtype, [2, 2])
+    np.testing.assert_array_equal(np.asarray(wire["data"], dtype=dtype), x)
+
+
+def test_weak_type_flag() -> None:
+    weak = runtime.encode(jnp.array(5.0))
+    strong = runtime.encode(jnp.float32(5.0))
+    assert weak["weak"] is True and weak["shape"] == [] and weak["data"] == 5.0
+    assert strong["weak"] is False and strong["dtype"] == "float32"
+
+
+def test_containers_round_trip() -> None:
+    value = (1, [2.0, None], {"a": 3, "b": (True,)})
+    wire = runtime.encode(value)
+    assert wire["t"] == "tuple" and wire["items"][1]["t"] == "list"
+    assert runtime.decode(wire) == value
+    json.dumps(wire)  # always JSON
+
+
+def test_encode_never_raises_on_strange_objects() -> None:
+    class Hostile:
+        def __repr__(self):
+            raise RuntimeError("no repr for you")
+
+    assert runtime.encode(Hostile()) == {"t": "other", "type": "Hostile", "repr": "<unprintable>"}
+    assert runtime.encode("text")["t"] == "other"
+    assert runtime.encode(np.array(["a", "b"]))["t"] == "other"  # not numbers
+    big = runtime.encode(np.zeros(runtime.MAX_ELEMENTS + 1, dtype=np.float32))
+    assert big["t"] == "other" and "too large" in big["repr"]
+    assert len(runtime.encode("y" * 10_000)["repr"]) <= runtime.MAX_TEXT
+
+
+def test_subclasses_are_not_passed_as_plain_values() -> None:
+    class Sneaky(float):
+        pass
+
+    assert runtime.encode(Sneaky(1.0))["t"] == "other"
+
+
+# ----------------------------------------------------------------------------- observe
+
+
+def test_missing_name() -> None:
+    raw = observe("lookup", {}, name="tax_switch")
+    assert raw == {"id": "r1", "status": "missing", "detail": "tax_switch"}
+    assert observe("value", {}, name="predictions")["status"] == "missing"
+    assert observe("call", {}, target="step", calls=[])["status"] == "missing"
+
+
+def test_lookup_describes_a_jitted_function() -> None:
+    @jax.jit
+    def f(a, tol=1e-6):
+        return a
+
+    raw = observe("lookup", {"f": f, "n": 3}, name="f")
+    result = raw["result"]
+    assert raw["status"] == "ok"
+    assert result["is_callable"] is True and result["is_jitted"] is True
+    assert [(p["name"], p["has_default"]) for p in result["parameters"]] == [("a", False), ("tol", True)]
+    plain = observe("lookup", {"n": 3}, name="n")["result"]
+    assert plain == {"op": "lookup", "type_name": "int", "is_callable": False, "is_jitted": False, "parameters": None}
+
+
+def test_value_of_a_name() -> None:
+    raw = observe("value", {"predictions": [True, False]}, name="predictions")
+    assert raw["result"]["values"] == [{"t": "list", "items": [py(True), py(False)]}]
+
+
+def test_call_returns_values_in_order() -> None:
+    ns = {"double": lambda x: x * 2}
+    raw = observe("call", ns, target="double", calls=[{"args": [py(2)]}, {"args": [array([1.0, 2.0])]}])
+    first, second = raw["result"]["values"]
+    assert first == py(4)
+    assert second["dtype"] == "float32" and second["data"] == [2.0, 4.0]
+
+
+def test_call_with_jit_wraps_the_function() -> None:
+    def traced_only(x):
+        if isinstance(x, jax.core.Tracer):
+            return x + 1
+        raise AssertionError("called without jax.jit")
+
+    raw = observe("call", {"f": traced_only}, target="f", calls=[{"args": [array([1.0])]}], jit=True)
+    assert raw["status"] == "ok" and raw["result"]["values"][0]["data"] == [2.0]
+
+
+def test_raising_function() -> None:
+    def boom(x):
+        raise ValueError("negative income\nand a second line")
+
+    raw = observe("call", {"boom": boom}, target="boom", calls=[{"args": [py(1)]}])
+    assert raw["status"] == "raised"
+    assert raw["raised"] == {"ename": "ValueError", "evalue": "negative income"}
+
+
+def test_system_exit_inside_a_function_is_caught() -> None:
+    def leave(x):
+        raise SystemExit("bye")
+
+    raw = observe("call", {"leave": leave}, target="leave", calls=[{"args": [py(1)]}])
+    assert raw["status"] == "raised"
+    assert raw["raised"]["ename"] == "SystemExit"
+
+
+def test_keyboard_interrupt_is_not_swallowed() -> None:
+    """KeyboardInterrupt is how the grader stops a hang: the probe must let it through."""
+
+    def interrupted(x):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runtime.observe({"op": "call", "id": "r", "target": "f", "calls": [{"args": [py(1)]}]}, {"f": interrupted})
+
+
+def test_serve_emits_each_observation_in_order() -> None:
+    emitted: list[dict] = []
+    requests = [{"op": "value", "id": "a", "name": "x"}, {"op": "lookup", "id": "b", "name": "nope"}]
+    runtime.serve(json.dumps(requests), {"x": 1}, emit=emitted.append)
+    assert [(o["id"], o["status"]) for o in emitted] == [("a", "ok"), ("b", "missing")]
+
+
+# ----------------------------------------------------------------------------- trace
+
+
+def test_trace_of_lax_switch_lists_cond() -> None:
+    def pick(i, x):
+        return lax.switch(i, [lambda v: v, lambda v: v + 1.0, lambda v: v * 2.0], x)
+
+    raw = observe("trace", {"pick": pick}, target="pick", call={"args": [py(1), py(1.0)]}, representation="jaxpr")
+    assert raw["status"] == "ok"
+    assert "cond" in raw["result"]["primitives"]
+
+
+def test_trace_finds_primitives_inside_jitted_functions() -> None:
+    @jax.jit
+    def loop(x):
+        return lax.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, x)
+
+    raw = observe("trace", {"loop": loop}, target="loop", call={"args": [py(1.0)]}, representation="jaxpr")
+    assert "while" in raw["result"]["primitives"]
+
+
+def test_trace_of_fori_loop_with_traced_bound_lowers_to_while() -> None:
+    def run(n, x):
+        return lax.fori_loop(0, n, lambda i, c: c + 1.0, x)
+
+    lowered = observe("trace", {"run": run}, target="run", call={"args": [py(5), py(0.0)]}, representation="lowered")
+    assert lowered["status"] == "ok"
+    assert "while" in lowered["result"]["primitives"]
+    jaxpr = observe("trace", {"run": run}, target="run", call={"args": [py(5), py(0.0)]}, representation="jaxpr")
+    assert "while" in jaxpr["result"]["primitives"] and "scan" not in jaxpr["result"]["primitives"]
+
+
+def test_trace_of_fori_loop_with_python_bound_is_a_scan_in_the_jaxpr() -> None:
+    def run(x):
+        return lax.fori_loop(0, 5, lambda i, c: c + 1.0, x)
+
+    raw = observe("trace", {"run": run}, target="run", call={"args": [py(0.0)]}, representation="jaxpr")
+    assert "scan" in raw["result"]["primitives"] and "while" not in raw["result"]["primitives"]
+
+
+def test_trace_of_a_function_that_cannot_be_traced_is_raised() -> None:
+    def branchy(x):
+        return 1.0 if x > 0 else 0.0  # Python `if` on a tracer
+
+    raw = observe("trace", {"f": branchy}, target="f", call={"args": [py(1.0)]}, representation="jaxpr")
+    assert raw["status"] == "raised"
+    assert "Tracer" in raw["raised"]["ename"] or "Concretization" in raw["raised"]["ename"]
+
+
+def test_trace_works_when_the_student_disabled_jit() -> None:
+    def pick(i, x):
+        return lax.switch(i, [lambda v: v, lambda v: v + 1.0], x)
+
+    with jax.disable_jit():
+        raw = observe("trace", {"pick": pick}, target="pick", call={"args": [py(1), py(1.0)]}, representation="jaxpr")
+    assert "cond" in raw["result"]["primitives"]
+
+
+# ----------------------------------------------------------------------------- compile counts
+
+
+def fresh_jitted():
+    """A new jitted function each time, so the cache is always cold."""
+
+    @jax.jit
+    def scale(x):
+        return x * 3.0 + 1.0
+
+    return scale
+
+
+def count(fn, calls: list[dict]) -> dict:
+    raw = observe("compile_count", {"fn": fn}, target="fn", calls=calls)
+    assert raw["status"] == "ok", raw
+    return raw["result"]
+
+
+def test_compile_count_same_shapes_compile_once() -> None:
+    result = count(fresh_jitted(), [{"args": [array([1.0, 2.0, 3.0])]}, {"args": [array([4.0, 5.0, 6.0])]},
+                                    {"args": [array([7.0, 8.0, 9.0])]}])
+    assert result["compiles"] == 1
+    assert result["names"] == ["jit(scale)"]
+
+
+def test_compile_count_new_shape_compiles_again() -> None:
+    result = count(fresh_jitted(), [{"args": [array([1.0, 2.0, 3.0])]}, {"args": [array([1.0, 2.0, 3.0, 4.0])]}])
+    assert result["compiles"] == 2
+
+
+def test_compile_count_is_a_delta_not_a_total() -> None:
+    fn = fresh_jitted()
+    fn(jnp.ones(3)).block_until_ready()  # compiled before the probe looks: already cached
+    result = count(fn, [{"args": [array([1.0, 2.0, 3.0])]}])
+    assert result["compiles"] == 0
+
+
+@pytest.fixture
+def jax_logging_restored():
+    """Undo what a 'student' does to JAX's global logging configuration in the next test."""
+    from jax._src import monitoring
+
+    before = jax.config.jax_log_compiles
+    logger = logging.getLogger("jax")
+    handlers, level = list(logger.handlers), logger.level
+    listeners = {name: list(getattr(monitoring, name)) for name in dir(monitoring)
+                 if name.startswith("_") and name.endswith("_listeners")}
+    yield
+    jax.config.update("jax_log_compiles", before)
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    for name, saved in listeners.items():
+        getattr(monitoring, name)[:] = saved
+
+
+def test_compile_count_not_fooled_by_student_logging_changes(jax_logging_restored) -> None:
+    jax.config.update("jax_log_compiles", False)
+    logging.getLogger("jax").handlers.clear()
+    logging.getLogger("jax").setLevel(logging.CRITICAL)
+    jax.monitoring.clear_event_listeners()
+    result = count(fresh_jitted(), [{"args": [array([1.0, 2.0, 3.0])]}, {"args": [array([1.0, 2.0])]}])
+    assert result["compiles"] == 2
+
+
+def test_compile_count_not_fooled_by_compilations_logged_on_purpose(jax_logging_restored) -> None:
+    jax.config.update("jax_log_compiles", True)
+    jax.monitoring.clear_event_listeners()
+    result = count(fresh_jitted(), [{"args": [array([1.0])]}, {"args": [array([2.0])]}])
+    assert result["compiles"] == 1
+
+
+def test_compile_count_removes_its_listener() -> None:
+    fn = fresh_jitted()
+    count(fn, [{"args": [array([1.0])]}])
+    events: list[str] = []
+
+    def listener(event: str, duration: float, **kwargs) -> None:
+        events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        count(fresh_jitted(), [{"args": [array([1.0])]}])
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert events, "our own listener saw the compilation"
+    # and the probe's listeners are gone: a second count starts from zero again
+    assert count(fn, [{"args": [array([1.0])]}])["compiles"] == 0
+
+
+def test_compile_count_of_a_raising_function() -> None:
+    def broken(x):
+        raise RuntimeError("nope")
+
+    raw = observe("compile_count", {"fn": broken}, target="fn", calls=[{"args": [py(1.0)]}])
+    assert raw["status"] == "raised" and raw["raised"]["ename"] == "RuntimeError"

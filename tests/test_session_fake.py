@@ -1,0 +1,390 @@
+"""Session logic (cells, probe batches, restarts, replays) with a fake kernel: no processes.
+
+The fake kernel runs cells with `exec` in a dict and answers probe cells with the real probe
+(`grader.probe.runtime.observe`). Student code simulates the faults a real kernel can suffer by
+raising `KernelDies` (the process goes away) or `CellHangs` (the cell runs past its deadline).
+Both are BaseExceptions, so the probe does not catch them, as it does not catch a real hang.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from grader.kernel import CellRun
+from grader.probe import runtime
+from grader.probe.protocol import CallRequest, LookupRequest, Observation, PyScalar, Call, ValueRequest
+from grader.session import MAX_RESTARTS, Session, probe_code
+from grader.submission import SourceCell, Submission
+
+
+class KernelDies(BaseException):
+    """Raised by 'student code' to make the fake kernel die (like os._exit)."""
+
+
+class CellHangs(BaseException):
+    """Raised by 'student code' to make the current cell time out (like `while True: pass`)."""
+
+
+def probe_requests(code: str) -> list[dict] | None:
+    """The requests inside a probe cell made by session.probe_code, or None for a student cell."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return None
+    call = tree.body[0].value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Subscript)
+            and ast.unparse(call.func).endswith("['serve']")):
+        return None
+    return json.loads(ast.literal_eval(call.args[0]))
+
+
+class FakeKernel:
+    """Stands in for grader.kernel.Kernel: start(), run(code, timeout) -> CellRun, alive, close()."""
+
+    def __init__(self, factory: FakeKernelFactory):
+        self.factory = factory
+        self.alive = False
+        self.closed = False
+        self.namespace: dict = {}
+        self.ran: list[str] = []  # every code string run, probe cells included
+        self.timeouts: list[float] = []
+
+    def start(self) -> FakeKernel:
+        self.alive = True
+        self.namespace = {"KernelDies": KernelDies, "CellHangs": CellHangs}
+        return self
+
+    def run(self, code: str, timeout: float) -> CellRun:
+        self.ran.append(code)
+        self.timeouts.append(timeout)
+        if not self.alive:
+            return CellRun(status="died", evalue="the kernel is not running")
+        requests = probe_requests(code)
+        if requests is None:
+            return self._run_cell(code)
+        observations: list[dict] = []
+        try:
+            for request in requests:
+                observations.append(runtime.observe(request, self.namespace))
+        except KernelDies:
+            self.alive = False
+            return CellRun(status="died", evalue="the kernel process died", observations=observations)
+        except CellHangs:
+            return self._timed_out(observations)
+        return CellRun(status="ok", observations=observations)
+
+    def _run_cell(self, code: str) -> CellRun:
+        try:
+            exec(code, self.namespace)
+        except KernelDies:
+            self.alive = False
+            return CellRun(status="died", evalue="the kernel process died")
+        except CellHangs:
+            return self._timed_out([])
+        except Exception as exc:
+            return CellRun(status="error", ename=type(exc).__name__, evalue=str(exc))
+        return CellRun(status="ok")
+
+    def _timed_out(self, observations: list[dict]) -> CellRun:
+        if not self.factory.interrupt_works:
+            self.alive = False  # the real Kernel kills a kernel that ignores the interrupt
+        return CellRun(status="timeout", evalue="still running", observations=observations)
+
+    def close(self) -> None:
+        self.closed = True
+        self.alive = False
+
+
+class FakeKernelFactory:
+    def __init__(self, *, interrupt_works: bool = True):
+        self.interrupt_works = interrupt_works
+        self.kernels: list[FakeKernel] = []
+
+    def __call__(self) -> FakeKernel:
+        kernel = FakeKernel(self)
+        self.kernels.append(kernel)
+        return kernel
+
+
+def submission(*sources: str, kind: str = "notebook") -> Submission:
+    return Submission(path=f"sub.{'ipynb' if kind == 'notebook' else 'py'}", kind=kind, sha256="0" * 64,
+                      cells=[SourceCell(index=i, source=s, first_line=10 * i + 1) for i, s in enumerate(sources)])
+
+
+def session_for(sub: Submission, factory: FakeKernelFactory, *, submission_timeout: float = 60.0) -> Session:
+    return Session(sub, cell_timeout=5.0, submission_timeout=submission_timeout, kernel_factory=factory)
+
+
+def call(rid: str, target: str, *args) -> CallRequest:
+    return CallRequest(id=rid, target=target, calls=[Call(args=[PyScalar(v=a) for a in args])])
+
+
+def value_of(obs: Observation):
+    assert obs.status == "ok", obs
+    return obs.result.values[0].v
+
+
+# ----------------------------------------------------------------------------- the fake is faithful
+
+
+def test_probe_code_is_understood_by_the_fake() -> None:
+    requests = [LookupRequest(id="a", name="f"), ValueRequest(id="b", name="x")]
+    assert probe_requests(probe_code(requests)) == [r.model_dump(mode="json") for r in requests]
+    assert probe_requests("x = 1") is None
+
+
+# ----------------------------------------------------------------------------- student cells
+
+
+def test_cells_run_in_order_in_one_kernel() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission("x = 1", "y = x + 1"), factory) as session:
+        session.run_student_cells()
+        assert session.problems == []
+        assert factory.kernels[0].namespace["y"] == 2
+    assert len(factory.kernels) == 1 and factory.kernels[0].closed
+
+
+def test_a_raising_cell_does_not_stop_later_cells() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission("x = 1", "raise ValueError('boom')", "y = x + 1"), factory) as session:
+        session.run_student_cells()
+        assert factory.kernels[0].namespace["y"] == 2
+        (problem,) = session.problems
+    assert (problem.cell, problem.status, problem.where) == (1, "error", "cell 2")
+    assert problem.message == "cell 2 raised ValueError: boom"
+
+
+def test_module_problems_name_the_line() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission("x = 1", "1 / 0", kind="module"), factory) as session:
+        session.run_student_cells()
+        (problem,) = session.problems
+    assert problem.where == "line 11"
+    assert problem.message.startswith("line 11 raised ZeroDivisionError")
+
+
+def test_a_hanging_cell_is_a_timeout_and_later_cells_run() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission("x = 1", "raise CellHangs", "y = x + 1"), factory) as session:
+        session.run_student_cells()
+        (problem,) = session.problems
+        assert factory.kernels[-1].namespace["y"] == 2
+    assert problem.status == "timeout" and problem.cell == 1
+    assert "stopped after 5 s" in problem.message and "cells after it still ran" in problem.message
+    assert len(factory.kernels) == 1  # the interrupt worked: same kernel
+
+
+def test_a_hanging_cell_that_ignores_interrupts_costs_a_new_kernel() -> None:
+    factory = FakeKernelFactory(interrupt_works=False)
+    with session_for(submission("x = 1", "raise CellHangs", "y = x + 1"), factory) as session:
+        session.run_student_cells()
+        assert [p.status for p in session.problems] == ["timeout"]
+        assert session.restarts == 1
+    old, new = factory.kernels
+    assert new.ran == ["x = 1", "y = x + 1"]  # completed cells replayed, the hanging one not
+    assert new.namespace["y"] == 2 and old.closed
+
+
+def test_a_cell_that_kills_the_kernel_is_recorded_and_the_rest_runs_in_a_new_kernel() -> None:
+    factory = FakeKernelFactory()
+    cells = ("x = 1", "raise ValueError('student bug')", "raise KernelDies", "y = x + 1")
+    with session_for(submission(*cells), factory) as session:
+        session.run_student_cells()
+        problems = session.problems
+    assert [(p.cell, p.status) for p in problems] == [(1, "error"), (2, "died")]
+    assert problems[1].message == "cell 3 killed the Python kernel; it was restarted without that cell"
+    first, second = factory.kernels
+    assert first.closed
+    # the raising cell completed (its effects before the raise count), the killer is not replayed
+    assert second.ran == ["x = 1", "raise ValueError('student bug')", "y = x + 1"]
+    assert second.namespace["y"] == 2
+
+
+def test_cells_are_skipped_when_the_submission_time_is_up() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission("x = 1", "y = 2"), factory, submission_timeout=0) as session:
+        session.run_student_cells()
+        problems = session.problems
+    assert [p.status for p in problems] == ["skipped", "skipped"]
+    assert problems[0].message == "cell 1 was not run: the submission's time limit ran out"
+    assert all(k.ran == [] for k in factory.kernels)
+
+
+def test_cells_are_skipped_when_the_kernel_cannot_be_restored() -> None:
+    factory = FakeKernelFactory()
+    cells = ["raise KernelDies"] * (MAX_RESTARTS + 1) + ["x = 1"]
+    with session_for(submission(*cells), factory) as session:
+        session.run_student_cells()
+        statuses = [p.status for p in session.problems]
+    assert statuses == ["died"] * (MAX_RESTARTS + 1) + ["skipped"]
+    assert "could not be restored" in session.problems[-1].message
+
+
+# ----------------------------------------------------------------------------- probe batches
+
+STUDENT = """
+def ok(x):
+    return x + 1
+
+def dies(x):
+    raise KernelDies
+
+def hangs(x):
+    raise CellHangs
+
+def raises(x):
+    raise RuntimeError("nope")
+"""
+
+
+def test_probe_batch_answers_every_request() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission(STUDENT), factory) as session:
+        session.run_student_cells()
+        got = session.observe([call("a", "ok", 1), call("b", "raises", 1), LookupRequest(id="c", name="nope")], 5.0)
+    assert value_of(got["a"]) == 2
+    assert got["b"].status == "raised" and got["b"].raised.ename == "RuntimeError"
+    assert got["c"].status == "missing"
+    assert len(factory.kernels) == 1
+
+
+def test_kernel_death_marks_the_culprit_and_the_rest_are_answered() -> None:
+    factory = FakeKernelFactory()
+    requests = [call("first", "ok", 1), call("culprit", "dies", 1), call("after", "ok", 10)]
+    with session_for(submission("x = 5", STUDENT), factory) as session:
+        session.run_student_cells()
+        got = session.observe(requests, 5.0)
+        assert session.restarts == 1
+    assert set(got) == {"first", "culprit", "after"}
+    assert value_of(got["first"]) == 2
+    assert got["culprit"].status == "crashed"
+    assert got["culprit"].detail == "the Python kernel died during this check"
+    assert value_of(got["after"]) == 11
+    first, second = factory.kernels
+    assert second.ran[:2] == ["x = 5", STUDENT]  # replayed before the rest of the batch
+    remaining = probe_requests(second.ran[2])
+    assert [r["id"] for r in remaining] == ["after"]  # answered requests are not asked again
+
+
+def test_timeout_marks_the_culprit_and_the_rest_are_answered() -> None:
+    factory = FakeKernelFactory()
+    requests = [call("first", "ok", 1), call("culprit", "hangs", 1), call("after", "ok", 2)]
+    with session_for(submission(STUDENT), factory) as session:
+        session.run_student_cells()
+        got = session.observe(requests, 4.0)
+    assert value_of(got["first"]) == 2
+    assert got["culprit"].status == "timeout"
+    assert got["culprit"].detail == "still running after 4 s"
+    assert value_of(got["after"]) == 3
+
+
+def test_timeout_with_a_killed_kernel_restarts_and_goes_on() -> None:
+    factory = FakeKernelFactory(interrupt_works=False)
+    requests = [call("culprit", "hangs", 1), call("after", "ok", 2)]
+    with session_for(submission(STUDENT), factory) as session:
+        session.run_student_cells()
+        got = session.observe(requests, 4.0)
+        assert session.restarts == 1
+    assert got["culprit"].status == "timeout"
+    assert value_of(got["after"]) == 3
+
+
+def test_probe_timeout_is_capped_by_the_submission_deadline() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission(STUDENT), factory, submission_timeout=60.0) as session:
+        session.run_student_cells()
+        session.observe([call("a", "ok", 1)], timeout=1000.0)
+    assert factory.kernels[0].timeouts[-1] <= 60.0
+
+
+def test_probe_after_the_submission_deadline_times_out_without_running() -> None:
+    factory = FakeKernelFactory()
+    with session_for(submission(STUDENT), factory, submission_timeout=0) as session:
+        got = session.observe([call("a", "ok", 1)], 5.0)
+    assert got["a"].status == "timeout" and "time limit" in got["a"].detail
+    assert all(k.ran == [] for k in factory.kernels)
+
+
+def test_a_later_batch_after_a_death_in_an_earlier_batch_still_works() -> None:
+    """A crash while checking one exercise costs that exercise only."""
+    factory = FakeKernelFactory()
+    with session_for(submission(STUDENT), factory) as session:
+        session.run_student_cells()
+        first = session.observe([call("e1", "dies", 1)], 5.0)
+        second = session.observe([call("e2", "ok", 1)], 5.0)
+    assert first["e1"].status == "crashed"
+    assert value_of(second["e2"]) == 2
+
+
+def test_every_request_hanging_in_one_batch_does_not_starve_later_batches() -> None:
+    """An exercise whose function hangs on every call costs that exercise, not the next ones.
+
+    (The real Kernel kills a kernel whose hang ignores the interrupt, e.g. an XLA while_loop.)
+    """
+    factory = FakeKernelFactory(interrupt_works=False)
+    hanging = [call(f"newton/{i}", "hangs", 1) for i in range(MAX_RESTARTS + 2)]
+    with session_for(submission(STUDENT), factory) as session:
+        session.run_student_cells()
+        first = session.observe(hanging, 5.0)
+        later = session.observe([call("detective", "ok", 1)], 5.0)
+    assert all(obs.status in ("timeout", "crashed") for obs in first.values())
+    assert value_of(later["detective"]) == 2
+
+
+def test_probe_that_stops_answering_without_hanging_marks_the_rest_crashed() -> None:
+    class Mute(FakeKernel):
+        def run(self, code: str, timeout: float) -> CellRun:
+            if probe_requests(code) is not None:
+                return CellRun(status="error", ename="NameError", evalue="name 'runpy' is not defined")
+            return super().run(code, timeout)
+
+    class MuteFactory(FakeKernelFactory):
+        def __call__(self) -> FakeKernel:
+            kernel = Mute(self)
+            self.kernels.append(kernel)
+            return kernel
+
+    with session_for(submission(STUDENT), MuteFactory()) as session:
+        session.run_student_cells()
+        got = session.observe([call("a", "ok", 1), call("b", "ok", 2)], 5.0)
+    assert {o.status for o in got.values()} == {"crashed"}
+    assert "NameError" in got["a"].detail
+
+
+def test_garbage_observations_are_ignored() -> None:
+    class Liar(FakeKernel):
+        def run(self, code: str, timeout: float) -> CellRun:
+            run = super().run(code, timeout)
+            if probe_requests(code) is None:
+                return run
+            forged = [{"id": "a", "status": "ok", "result": {"op": "nonsense"}}, {"not": "an observation"}]
+            return run.model_copy(update={"observations": forged + run.observations})
+
+    class LiarFactory(FakeKernelFactory):
+        def __call__(self) -> FakeKernel:
+            kernel = Liar(self)
+            self.kernels.append(kernel)
+            return kernel
+
+    with session_for(submission(STUDENT), LiarFactory()) as session:
+        session.run_student_cells()
+        got = session.observe([call("a", "ok", 1)], 5.0)
+    assert value_of(got["a"]) == 2
+
+
+@pytest.mark.parametrize("interrupt_works", [True, False])
+def test_restart_budget_exhausted_marks_the_rest_crashed(interrupt_works: bool) -> None:
+    factory = FakeKernelFactory(interrupt_works=interrupt_works)
+    requests = [call(f"d{i}", "dies", 1) for i in range(MAX_RESTARTS + 3)]
+    with session_for(submission(STUDENT), factory) as session:
+        session.run_student_cells()
+        got = session.observe(requests, 5.0)
+    assert set(got) == {r.id for r in requests}
+    assert {o.status for o in got.values()} == {"crashed"}
+    assert len(factory.kernels) <= MAX_RESTARTS + 1
