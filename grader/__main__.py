@@ -1,7 +1,5 @@
 """`python -m grader` is `grade`."""
 
-import sys
+from grader.cli import entry
 
-from grader.cli import main
-
-sys.exit(main())
+entry()

@@ -8,22 +8,22 @@ nothing but its own time, and stale or fake output can never reach a verdict.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Literal
 
-import nbformat
 from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from jupyter_core.utils import run_sync
 from pydantic import BaseModel
 
 from grader.errors import KernelStartFailed
 from grader.probe.protocol import MIME_TYPE
 
 STARTUP_TIMEOUT_S = 60
+KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:"]  # no history database per kernel
 
 
 class CellRun(BaseModel):
@@ -36,16 +36,30 @@ class CellRun(BaseModel):
     seconds: float = 0.0
 
 
-class _QuietClient(NotebookClient):
-    """Keeps only error outputs and probe observations; everything else is dropped on arrival."""
+@functools.cache
+def _client_class() -> type:
+    """nbclient (and nbformat's validator) load only once a kernel is launched: they are slow
+    to import, and the kernel boots meanwhile."""
+    from nbclient import NotebookClient
 
-    def output(self, outs, msg, display_id, cell_index):  # noqa: D401 - nbclient hook
-        msg_type = msg["msg_type"]
-        if msg_type == "error":
-            return super().output(outs, msg, None, cell_index)
-        if msg_type == "display_data" and MIME_TYPE in msg["content"].get("data", {}):
-            return super().output(outs, msg, None, cell_index)
-        return None
+    class QuietClient(NotebookClient):
+        """Keeps only error outputs and probe observations; the rest is dropped on arrival."""
+
+        def output(self, outs, msg, display_id, cell_index):
+            msg_type = msg["msg_type"]
+            if msg_type == "error":
+                return super().output(outs, msg, None, cell_index)
+            if msg_type == "display_data" and MIME_TYPE in msg["content"].get("data", {}):
+                return super().output(outs, msg, None, cell_index)
+            return None
+
+    return QuietClient
+
+
+def _code_cell(source: str) -> Any:
+    from nbformat.v4 import new_code_cell
+
+    return new_code_cell(source)
 
 
 class Kernel:
@@ -55,20 +69,34 @@ class Kernel:
         self._own_scratch = scratch is None
         self.scratch = scratch or Path(tempfile.mkdtemp(prefix="grade-"))
         self._kernel_name = kernel_name
-        self._client: _QuietClient | None = None
-        self._nb = nbformat.v4.new_notebook()
+        self._km: AsyncKernelManager | None = None
+        self._client: Any = None
         self.alive = False
 
     def launch(self) -> Kernel:
         """Spawn the kernel process and return at once: it boots while the grader plans."""
-        if self._client is not None:
+        if self._km is not None:
             return self
         km = AsyncKernelManager(
             kernel_name=self._kernel_name, transport="ipc", ip=str(self.scratch / "kernel-ipc")
         )
-        client = _QuietClient(
-            self._nb,
-            km=km,
+        try:
+            run_sync(km.start_kernel)(extra_arguments=KERNEL_ARGS, cwd=str(self.scratch))
+        except Exception as exc:  # jupyter_client raises many kinds here; all mean "no kernel"
+            raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
+        self._km = km
+        return self
+
+    def start(self) -> Kernel:
+        """Launch (if not yet) and wait until the kernel answers."""
+        if self.alive:
+            return self
+        self.launch()
+        from nbformat.v4 import new_notebook
+
+        client = _client_class()(
+            new_notebook(),
+            km=self._km,
             timeout=None,
             allow_errors=True,
             interrupt_on_timeout=False,
@@ -77,19 +105,9 @@ class Kernel:
             shutdown_kernel="immediate",
             iopub_timeout=2,
         )
-        try:
-            client.start_new_kernel(cwd=str(self.scratch))
-        except Exception as exc:  # jupyter_client raises many kinds here; all mean "no kernel"
-            raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
         self._client = client
-        return self
-
-    def start(self) -> Kernel:
-        """Launch (if not yet) and wait until the kernel answers."""
-        self.launch()
-        assert self._client is not None
         try:
-            self._client.start_new_kernel_client()
+            client.start_new_kernel_client()
         except Exception as exc:
             self.kill()
             raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
@@ -100,8 +118,10 @@ class Kernel:
         """Run one cell. Never raises for what the code does; a hung kernel is killed."""
         if not self.alive or self._client is None:
             return CellRun(status="died", evalue="the kernel is not running")
-        cell = nbformat.v4.new_code_cell(code)
-        self._nb.cells = [cell]
+        from nbclient.exceptions import CellTimeoutError, DeadKernelError  # loaded by start()
+
+        cell = _code_cell(code)
+        self._client.nb.cells = [cell]
         self._client.timeout = max(1, round(timeout))
         started = time.monotonic()
         try:
@@ -133,12 +153,21 @@ class Kernel:
 
     def kill(self) -> None:
         """Kill the kernel now (no graceful shutdown: nothing in it is worth waiting for)."""
-        client, self._client, self.alive = self._client, None, False
-        if client is not None and client.km is not None:
-            try:
-                client._cleanup_kernel()
-            except Exception:
-                pass
+        km, client = self._km, self._client
+        self._km, self._client, self.alive = None, None, False
+        if km is None:
+            return
+        process = getattr(getattr(km, "provisioner", None), "process", None)
+        if process is not None and process.poll() is None:
+            process.kill()  # SIGKILL: jupyter_client's shutdown would poll for a while first
+            process.wait(timeout=10)
+        try:
+            if client is not None:
+                client._cleanup_kernel()  # channels and connection files; the process is gone
+            else:
+                run_sync(km.cleanup_resources)()
+        except Exception:
+            pass
 
     def close(self) -> None:
         self.kill()
@@ -150,3 +179,21 @@ class Kernel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Prelaunched:
+    """A kernel factory whose first kernel is already booting; later ones are started fresh."""
+
+    def __init__(self, kernel_name: str = "python3"):
+        self._kernel_name = kernel_name
+        self._first: Kernel | None = Kernel(kernel_name=kernel_name).launch()
+
+    def __call__(self) -> Kernel:
+        first, self._first = self._first, None
+        return first or Kernel(kernel_name=self._kernel_name)
+
+    def close(self) -> None:
+        """Discard the first kernel if nobody took it (e.g. the submission was unreadable)."""
+        if self._first is not None:
+            self._first.close()
+            self._first = None

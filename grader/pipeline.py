@@ -96,10 +96,12 @@ def judge(checks_plan: Plan, observations: dict[str, Observation]) -> list[Exerc
     return results
 
 
-def grade_one(path: str | Path, options: GradeOptions | None = None) -> Report:
+def grade_one(path: str | Path, options: GradeOptions | None = None, *,
+              kernel_factory: Callable[[], Kernel] | None = None) -> Report:
     """Grade one submission in its own fresh kernel and return its report.
 
-    Raises SubmissionUnreadable / UsageError / SpecInvalid / AssignmentNotFound for bad input and
+    `kernel_factory` supplies kernels (the first may already be launched, to boot while the
+    grader imports and plans). Raises SubmissionUnreadable / UsageError / SpecInvalid / AssignmentNotFound for bad input and
     KernelStartFailed when no kernel can run at all; everything the student's code does is a
     status inside the report instead.
     """
@@ -113,7 +115,7 @@ def grade_one(path: str | Path, options: GradeOptions | None = None) -> Report:
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
 
     with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
-                 kernel_factory=lambda: Kernel(kernel_name=options.kernel_name)) as session:
+                 kernel_factory=kernel_factory or (lambda: Kernel(kernel_name=options.kernel_name))) as session:
         session.launch()
         preparation = _Preparation(assignment)
         checks_plan = plan(assignment, seed)

@@ -147,7 +147,7 @@ def op_call(request: dict, namespace: dict) -> dict:
 
     fn = _resolve(namespace, request["target"])
     calls = _calls(request)
-    if request.get("jit"):
+    if request.get("jit") and not hasattr(fn, "lower"):  # already a jit wrapper: same thing
         fn = jax.jit(fn)
     with jax.disable_jit(False):
         values = [encode(jax.block_until_ready(fn(*args, **kwargs))) for args, kwargs in calls]
