@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench clean
 
-$(STAMP): pyproject.toml scripts/find-python
+$(STAMP): pyproject.toml scripts/find-python scripts/install-sandbox
+	@scripts/install-sandbox
 	@interp="$$(scripts/find-python)" || exit 2; \
 	  echo "using $$interp"; \
 	  rm -rf $(VENV) && "$$interp" -m venv $(VENV)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 
 from grader.errors import KernelStartFailed
 from grader.probe.protocol import MIME_TYPE
+from grader.sandbox import Sandbox, SandboxPolicy, available
 
 STARTUP_TIMEOUT_S = 60
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:"]  # no history database per kernel
@@ -62,13 +64,23 @@ def _code_cell(source: str) -> Any:
     return new_code_cell(source)
 
 
-class Kernel:
-    """A kernel process in its own scratch directory; use as a context manager."""
+class _SandboxedKernelManager(AsyncKernelManager):
+    """Starts the kernel command inside the sandbox's layers."""
 
-    def __init__(self, *, kernel_name: str = "python3", scratch: Path | None = None):
-        self._own_scratch = scratch is None
-        self.scratch = scratch or Path(tempfile.mkdtemp(prefix="grade-"))
+    sandbox: Sandbox | None = None
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        return self.sandbox.wrap(cmd, self.connection_file) if self.sandbox else cmd
+
+
+class Kernel:
+    """A kernel process in its own scratch directory (and sandbox); use as a context manager."""
+
+    def __init__(self, *, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None):
+        self.scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         self._kernel_name = kernel_name
+        self._sandbox = Sandbox(self.scratch, sandbox, available()) if sandbox else None
         self._km: AsyncKernelManager | None = None
         self._client: Any = None
         self.alive = False
@@ -77,12 +89,21 @@ class Kernel:
         """Spawn the kernel process and return at once: it boots while the grader plans."""
         if self._km is not None:
             return self
-        km = AsyncKernelManager(
+        km = _SandboxedKernelManager(
             kernel_name=self._kernel_name, transport="ipc", ip=str(self.scratch / "kernel-ipc")
         )
+        km.connection_file = str(self.scratch / "connection.json")  # never in a shared runtime dir
         try:
-            run_sync(km.start_kernel)(extra_arguments=KERNEL_ARGS, cwd=str(self.scratch))
+            if self._sandbox:
+                self._sandbox.prepare()
+                km.sandbox = self._sandbox
+            # The kernel's own stdout/stderr are not the student's output (that comes over
+            # iopub): keep them off the grader's terminal.
+            run_sync(km.start_kernel)(extra_arguments=KERNEL_ARGS, cwd=str(self.scratch),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except Exception as exc:  # jupyter_client raises many kinds here; all mean "no kernel"
+            if self._sandbox:
+                self._sandbox.cleanup()
             raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
         self._km = km
         return self
@@ -168,11 +189,12 @@ class Kernel:
                 run_sync(km.cleanup_resources)()
         except Exception:
             pass
+        if self._sandbox:
+            self._sandbox.cleanup()  # whatever the kernel started, wherever it went
 
     def close(self) -> None:
         self.kill()
-        if self._own_scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> Kernel:
         return self.start()
@@ -184,13 +206,13 @@ class Kernel:
 class Prelaunched:
     """A kernel factory whose first kernel is already booting; later ones are started fresh."""
 
-    def __init__(self, kernel_name: str = "python3"):
-        self._kernel_name = kernel_name
-        self._first: Kernel | None = Kernel(kernel_name=kernel_name).launch()
+    def __init__(self, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None):
+        self._make = functools.partial(Kernel, kernel_name=kernel_name, sandbox=sandbox)
+        self._first: Kernel | None = self._make().launch()
 
     def __call__(self) -> Kernel:
         first, self._first = self._first, None
-        return first or Kernel(kernel_name=self._kernel_name)
+        return first or self._make()
 
     def close(self) -> None:
         """Discard the first kernel if nobody took it (e.g. the submission was unreadable)."""

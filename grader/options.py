@@ -15,3 +15,4 @@ class GradeOptions(BaseModel):
     cell_timeout: float | None = Field(default=None, gt=0, description="overrides the spec's per-cell limit")
     student: str | None = None
     kernel_name: str = "python3"
+    sandbox: bool = Field(default=True, description="run kernels in the sandbox, with the layers this machine has")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
 import time
@@ -19,11 +20,24 @@ from grader.options import GradeOptions
 from grader.probe.protocol import Observation, Request
 from grader.report import ExerciseResult, Report, SubmissionRef, environment
 from grader.scoring import score_check, score_exercise, total
+from grader.sandbox import Isolation, SandboxPolicy, available
 from grader.session import Session
 from grader.spec import ExerciseSpec
 from grader.submission import Submission, read_submission
 
 Plan = list[tuple[ExerciseSpec, list[Check]]]
+
+
+def isolation_for(options: GradeOptions) -> Isolation:
+    """The layers that will be in force (all the machine has, or none with --no-sandbox)."""
+    if options.sandbox:
+        return available()
+    return Isolation(sandboxed=False, layers=[], missing={"all": "turned off with --no-sandbox"})
+
+
+def kernels_for(options: GradeOptions) -> Callable[[], Kernel]:
+    policy = SandboxPolicy() if options.sandbox else None
+    return functools.partial(Kernel, kernel_name=options.kernel_name, sandbox=policy)
 
 
 def choose_assignment(submission: Submission, options: GradeOptions) -> str:
@@ -115,7 +129,7 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
 
     with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
-                 kernel_factory=kernel_factory or (lambda: Kernel(kernel_name=options.kernel_name))) as session:
+                 kernel_factory=kernel_factory or kernels_for(options)) as session:
         session.launch()
         preparation = _Preparation(assignment)
         checks_plan = plan(assignment, seed)
@@ -136,4 +150,5 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
         duration_s=round(time.monotonic() - started, 3),
         environment=environment(),
         cell_problems=session.problems,
+        isolation=isolation_for(options),
     )

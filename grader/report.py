@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grader.checks.base import CheckStatus
+from grader.sandbox import Isolation
 from grader.session import CellProblem
 
 REPORT_SCHEMA_VERSION = 1
@@ -65,6 +66,7 @@ class Report(_Model):
     cell_problems: list[CellProblem] = Field(
         default_factory=list, description="student cells that raised, hung or killed the kernel"
     )
+    isolation: Isolation = Field(description="the sandbox layers in force while grading")
 
 
 def _version(dist: str) -> str | None:
