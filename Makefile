@@ -1,4 +1,5 @@
-# `make demo` grades the reference notebook; `make test` runs the whole suite.
+# `make demo` grades the reference notebook; `make test` runs the whole suite, then
+# `grade validate` (solutions full marks, templates zero, every mutant fails what it declares).
 # Both create .venv on first use with a Python 3.12+ interpreter found by scripts/find-python.
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -20,6 +21,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+	$(VENV)/bin/grade validate
 
 bench: $(STAMP)
 	$(PY) bench/bench_grade.py

@@ -1,8 +1,9 @@
-"""Benchmark: wall time of `grade` on the reference notebook against the cost of importing JAX.
+"""Benchmark: wall time of `grade` on the reference notebook against the cost of importing JAX,
+and the sandbox's share of it.
 
-Both commands run as fresh processes, interleaved (floor, grade, floor, grade, ...) so that
-machine noise hits both alike; we report medians and their ratio, measured in one run.
-Usage: python bench/bench_grade.py [--runs N]
+The three commands (the floor, `grade` with the sandbox, `grade --no-sandbox`) run as fresh
+processes, interleaved so that machine noise hits all alike; we report medians and ratios
+measured in one run. Usage: python bench/bench_grade.py [--runs N]
 """
 
 from __future__ import annotations
@@ -37,18 +38,26 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cmd = grade_command(args.notebook, Path(tmp) / "report.json")
-        timed(FLOOR), timed(cmd)  # warm the OS file cache for both
-        floor, grade = [], []
+        commands = {
+            "floor: python -c 'import jax; jnp.ones(1)'": FLOOR,
+            f"grade {args.notebook.relative_to(ROOT)}": cmd,
+            "grade --no-sandbox (same notebook)": cmd + ["--no-sandbox"],
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for command in commands.values():
+            timed(command)  # warm the OS file cache
         for _ in range(args.runs):
-            floor.append(timed(FLOOR))
-            grade.append(timed(cmd))
-    f, g = statistics.median(floor), statistics.median(grade)
+            for name, command in commands.items():
+                times[name].append(timed(command))
     print(f"machine: {platform.machine()}, {platform.python_version()}, runs: {args.runs} each, interleaved")
     print("| command | median wall (s) | min | max |")
     print("| --- | --- | --- | --- |")
-    print(f"| floor: python -c 'import jax; jnp.ones(1)' | {f:.2f} | {min(floor):.2f} | {max(floor):.2f} |")
-    print(f"| grade {args.notebook.relative_to(ROOT)} | {g:.2f} | {min(grade):.2f} | {max(grade):.2f} |")
-    print(f"ratio grade / floor: {g / f:.2f}x (target <= 3x)")
+    for name, values in times.items():
+        print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} |")
+    floor, sandboxed, bare = (statistics.median(v) for v in times.values())
+    print(f"ratio grade / floor: {sandboxed / floor:.2f}x (target <= 3x)")
+    print(f"sandbox cost: {sandboxed - bare:+.2f} s, {100 * (sandboxed - bare) / sandboxed:+.1f} % of the "
+          "sandboxed total (target < 10 %)")
     return 0
 
 

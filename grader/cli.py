@@ -19,7 +19,7 @@ from grader.errors import GraderError, UsageError
 if TYPE_CHECKING:
     from grader.report import Report
 
-SUBCOMMANDS = {"schema"}
+SUBCOMMANDS = {"schema", "validate"}  # reach a file of that name as ./schema
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,9 +95,26 @@ def _check_isolation(args: argparse.Namespace) -> bool:
     return True
 
 
+def _validate(argv: list[str]) -> int:
+    p = _Parser(prog="grade validate", description="Check that assignments are sound: solutions score "
+                "full marks, templates zero, every mutant fails exactly what it declares.")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: every assignment")
+    p.add_argument("-j", "--jobs", type=int, default=2, help="submissions graded at once (default 2)")
+    args = p.parse_args(argv)
+    if args.jobs < 1:
+        raise UsageError("-j must be at least 1")
+    from grader.validate import table, validate
+
+    rows = validate(args.assignments or None, workers=args.jobs)
+    print(table(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
 def run(argv: list[str]) -> int:
     if argv and argv[0] == "schema":
         return _schema()
+    if argv and argv[0] == "validate":
+        return _validate(argv[1:])
     args = _parser().parse_args(argv)
     if args.json and args.json != "-" and len(args.paths) > 1:
         raise UsageError("--json FILE takes one submission; use -o DIR for several")

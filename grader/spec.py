@@ -104,6 +104,11 @@ class NumericCheck(_CheckBase):
         default=None, description="another of the student's functions, called on the same inputs"
     )
     output: int | None = Field(default=None, ge=0, description="compare only this item of the result")
+    set_globals: dict[PythonName, JsonValue] = Field(
+        default_factory=dict,
+        description="globals the probe sets in the student's namespace while it calls (and then restores): "
+        "the answer must follow the arguments, not these",
+    )
     rtol: float = Field(default=1e-5, ge=0)
     atol: float = Field(default=1e-8, ge=0)
 
@@ -169,8 +174,19 @@ class CustomCheck(_CheckBase):
         return self
 
 
+class AnswerCheck(_CheckBase):
+    """A written answer (e.g. a quiz): item `key` of the notebook's `name` is one of `accept`."""
+
+    kind: Literal["answer"] = "answer"
+    name: PythonName = Field(description="the variable holding the answers: a dict, or a list/tuple")
+    key: str | int | None = Field(
+        default=None, description="dict key (int keys match their str form) or list index; None: the value itself"
+    )
+    accept: list[JsonValue] = Field(min_length=1, description="accepted answers; strings compare case- and space-insensitively")
+
+
 CheckSpec = Annotated[
-    Union[InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck],
+    Union[InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck],
     Field(discriminator="kind"),
 ]
 
@@ -222,7 +238,7 @@ def describe_errors(errors: list[dict[str, Any]]) -> list[str]:
         for part in err["loc"]:
             if isinstance(part, int):
                 path += f"[{part}]"
-            elif part in {"interface", "numeric", "structure", "compile_limit", "custom"}:
+            elif part in {"interface", "numeric", "structure", "compile_limit", "custom", "answer"}:
                 continue  # the union tag pydantic inserts; the kind is already in the file
             else:
                 path += f".{part}" if path else str(part)

@@ -25,7 +25,7 @@ def to_wire(obj: Any) -> Value:
     """A Python scalar stays a Python scalar (weakly typed in JAX); arrays keep their dtype."""
     if obj is None:
         return NoneValue()
-    if type(obj) in (bool, int, float):
+    if type(obj) in (bool, int, float, str):
         return PyScalar(v=obj)
     if isinstance(obj, (tuple, list)):
         return SeqValue(t="tuple" if isinstance(obj, tuple) else "list", items=[to_wire(x) for x in obj])
@@ -40,7 +40,7 @@ def to_wire(obj: Any) -> Value:
 def from_wire(value: Value) -> Any:
     """NumPy arrays for arrays and scalars, tuples/lists/dicts as such; opaque values stay opaque."""
     if isinstance(value, PyScalar):
-        return np.asarray(value.v)
+        return value.v if isinstance(value.v, str) else np.asarray(value.v)
     if isinstance(value, ArrayValue):
         return np.asarray(value.data, dtype=value.dtype).reshape(value.shape)
     if isinstance(value, SeqValue):

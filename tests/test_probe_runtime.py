@@ -85,11 +85,17 @@ def test_encode_never_raises_on_strange_objects() -> None:
             raise RuntimeError("no repr for you")
 
     assert runtime.encode(Hostile()) == {"t": "other", "type": "Hostile", "repr": "<unprintable>"}
-    assert runtime.encode("text")["t"] == "other"
     assert runtime.encode(np.array(["a", "b"]))["t"] == "other"  # not numbers
     big = runtime.encode(np.zeros(runtime.MAX_ELEMENTS + 1, dtype=np.float32))
     assert big["t"] == "other" and "too large" in big["repr"]
-    assert len(runtime.encode("y" * 10_000)["repr"]) <= runtime.MAX_TEXT
+
+
+def test_strings_travel_as_short_python_values() -> None:
+    """Written answers (a quiz's letters) are strings; a huge one is cut, never carried whole."""
+    assert runtime.encode("B") == {"t": "py", "v": "B"}
+    assert len(runtime.encode("y" * 10_000)["v"]) <= runtime.MAX_TEXT
+    assert runtime.encode({1: "B", "2": "c"}) == {"t": "dict", "items": {"1": {"t": "py", "v": "B"},
+                                                                         "2": {"t": "py", "v": "c"}}}
 
 
 def test_subclasses_are_not_passed_as_plain_values() -> None:

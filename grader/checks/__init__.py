@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from grader.checks.answer import AnswerCheckImpl
 from grader.checks.base import Check, CheckOutcome, Context
 from grader.checks.compilation import CompileLimitCheckImpl
 from grader.checks.custom import CustomCheckImpl, Verdict
@@ -16,6 +17,7 @@ _KINDS = {
     "structure": StructureCheckImpl,
     "compile_limit": CompileLimitCheckImpl,
     "custom": CustomCheckImpl,
+    "answer": AnswerCheckImpl,
 }
 
 

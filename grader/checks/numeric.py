@@ -68,8 +68,9 @@ class NumericCheckImpl:
                 for c in self.cases]
 
     def requests(self) -> list[Request]:
+        overrides = {k: to_wire(v) for k, v in self.spec.set_globals.items()}
         reqs: list[Request] = [CallRequest(id=f"{self.full_id}/actual", target=self.spec.function,
-                                           calls=self._calls(), jit=self.spec.jit)]
+                                           calls=self._calls(), jit=self.spec.jit, set_globals=overrides)]
         if self.spec.against:
             reqs.append(CallRequest(id=f"{self.full_id}/against", target=self.spec.against, calls=self._calls()))
         return reqs

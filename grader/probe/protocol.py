@@ -25,10 +25,10 @@ class _Wire(BaseModel):
 
 
 class PyScalar(_Wire):
-    """A Python bool, int or float (weakly typed when it reaches JAX)."""
+    """A Python bool, int or float (weakly typed when it reaches JAX), or a short string."""
 
     t: Literal["py"] = "py"
-    v: bool | int | float
+    v: bool | int | float | str
 
 
 class ArrayValue(_Wire):
@@ -109,6 +109,9 @@ class CallRequest(_Wire):
     target: str
     calls: list[Call]
     jit: bool = False
+    set_globals: dict[str, Value] = Field(
+        default_factory=dict, description="bound in the namespace during the calls, then restored"
+    )
 
 
 class TraceRequest(_Wire):

@@ -65,12 +65,14 @@ def encode(obj: Any) -> dict:
     """Turn whatever the student's code returned into a wire value (never raises)."""
     if obj is None:
         return {"t": "none"}
-    if isinstance(obj, (bool, int, float)) and type(obj) in (bool, int, float):
+    if type(obj) in (bool, int, float):
         return {"t": "py", "v": obj}
+    if type(obj) is str:
+        return {"t": "py", "v": _short(obj)}
     if isinstance(obj, (tuple, list)) and type(obj) in (tuple, list):
         return {"t": type(obj).__name__, "items": [encode(x) for x in obj]}
-    if type(obj) is dict and all(isinstance(k, str) for k in obj):
-        return {"t": "dict", "items": {k: encode(v) for k, v in obj.items()}}
+    if type(obj) is dict and all(type(k) in (str, int) for k in obj):
+        return {"t": "dict", "items": {str(k): encode(v) for k, v in obj.items()}}
     if hasattr(obj, "shape") and hasattr(obj, "dtype"):
         try:
             arr = np.asarray(obj)
@@ -149,8 +151,16 @@ def op_call(request: dict, namespace: dict) -> dict:
     calls = _calls(request)
     if request.get("jit") and not hasattr(fn, "lower"):  # already a jit wrapper: same thing
         fn = jax.jit(fn)
-    with jax.disable_jit(False):
-        values = [encode(jax.block_until_ready(fn(*args, **kwargs))) for args, kwargs in calls]
+    overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
+    saved = {k: namespace[k] for k in overrides if k in namespace}
+    namespace.update(overrides)
+    try:
+        with jax.disable_jit(False):
+            values = [encode(jax.block_until_ready(fn(*args, **kwargs))) for args, kwargs in calls]
+    finally:
+        for k in overrides:
+            namespace.pop(k, None)
+        namespace.update(saved)
     return {"op": "call", "values": values}
 
 

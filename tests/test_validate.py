@@ -1,0 +1,130 @@
+"""`grade validate` on a small assignment built in tmp_path: what passes, and each way to fail."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.validate import Row, read_mutant, table, validate
+from grader.errors import GraderError
+
+SPEC = """
+schema_version = 1
+id = "tiny"
+title = "A tiny assignment"
+
+[limits]
+cell_timeout_s = 20
+probe_timeout_s = 20
+submission_timeout_s = 60
+
+[[exercises]]
+id = "double"
+title = "Double it"
+points = 10
+
+[[exercises.checks]]
+kind = "numeric"
+id = "values"
+title = "double(x) is 2x"
+points = 6
+message = "double(x) should return 2 * x"
+function = "double"
+reference = "double"
+cases.types = ["float32"]
+cases.rows = [[1.0], [[1.0, 2.5]]]
+
+[[exercises.checks]]
+kind = "compile_limit"
+id = "compiles_once"
+title = "double compiles once for one shape"
+points = 4
+message = "double should be jitted once, not re-traced on every call"
+function = "double"
+max_compiles = 1
+cases.types = ["float32"]
+cases.rows = [[[1.0, 2.0]], [[3.0, 4.0]]]
+"""
+
+REFERENCE = "# %% [setup]\nimport jax\n\n# %% [double]\n@jax.jit\ndef double(x):\n    return 2 * x\n"
+WRONG_VALUES = "# fails: double.values\n# triples instead of doubling\n@jax.jit\ndef double(x):\n    return 3 * x\n"
+NEW_JIT_EACH_CALL = ("# fails: double.compiles_once\n# builds a new jit wrapper on every call\n"
+                     "def double(x):\n    return jax.jit(lambda v: 2 * v)(x)\n")
+
+
+def make_assignment(root: Path, mutants: dict[str, str]) -> None:
+    folder = root / "assignments" / "tiny"
+    (folder / "mutants").mkdir(parents=True)
+    (folder / "assignment.toml").write_text(SPEC)
+    (folder / "references.py").write_text("import numpy as np\n\ndef double(x):\n    return 2 * np.asarray(x, float)\n")
+    for name, text in mutants.items():
+        (folder / "mutants" / f"{name}.py").write_text(text)
+    (root / "solutions").mkdir()
+    (root / "solutions" / "tiny.py").write_text(REFERENCE)
+    (root / "student_template").mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import jax"), nbformat.v4.new_code_cell("# your answer")]
+    nbformat.write(nb, root / "student_template" / "tiny.ipynb")
+
+
+def results(rows: list[Row]) -> dict[str, bool]:
+    return {r.item: r.ok for r in rows}
+
+
+@pytest.mark.kernel
+def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
+    make_assignment(tmp_path, {"wrong_values": WRONG_VALUES, "new_jit_each_call": NEW_JIT_EACH_CALL})
+    monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
+    rows = validate(["tiny"])
+    assert results(rows) == {
+        "spec loads": True,
+        "solutions/tiny.py scores full marks": True,
+        "template scores 0, every exercise 'not answered yet'": True,
+        "mutant new_jit_each_call": True,
+        "mutant wrong_values": True,
+        "every check can fail": True,
+    }
+    # and through the command line: a table and exit 0
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1"],
+                          capture_output=True, text=True, env={**__import__("os").environ})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every check can fail" in done.stdout and "FAILED" not in done.stdout
+
+
+@pytest.mark.kernel
+def test_a_mutant_that_fails_something_else_and_an_uncovered_check_are_reported(tmp_path, monkeypatch) -> None:
+    mislabelled = WRONG_VALUES.replace("# fails: double.values", "# fails: double.compiles_once")
+    make_assignment(tmp_path, {"mislabelled": mislabelled})
+    monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
+    rows = {r.item: r for r in validate(["tiny"], workers=1)}
+    bad = rows["mutant mislabelled"]
+    assert not bad.ok
+    assert "passes double.compiles_once although it declares failing it" in bad.detail
+    assert "double.values" in bad.detail  # what it failed instead, with the message
+    cover = rows["every check can fail"]
+    assert not cover.ok and "double.compiles_once" in cover.detail and "double.values" in cover.detail
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "FAILED" in done.stdout
+
+
+def test_a_bad_spec_is_one_row_with_the_field_path(tmp_path: Path, monkeypatch) -> None:
+    make_assignment(tmp_path, {})
+    spec = tmp_path / "assignments" / "tiny" / "assignment.toml"
+    spec.write_text(SPEC.replace('points = 6\nmessage = "double(x)', 'points = 6\nrtol = -1\nmessage = "double(x)'))
+    monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
+    rows = validate(["tiny"], workers=1)
+    assert [(r.item, r.ok) for r in rows] == [("spec loads", False)]
+    assert "exercises[0].checks[0].rtol: must be >= 0" in rows[0].detail
+    assert "FAILED" in table(rows)
+
+
+def test_a_mutant_without_a_header_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("x = 1\n")
+    with pytest.raises(GraderError, match="fails:"):
+        read_mutant(path)
