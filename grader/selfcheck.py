@@ -1,4 +1,4 @@
-"""The template notebook's self-check: `check("tax")` runs that exercise's checks right here.
+"""The template notebook's self-check: `check("tax", "ch2-jit")` runs that exercise's checks here.
 
 It judges the live namespace of the student's notebook with the same spec and the same check
 code as `grade`, observed through the in-process prober instead of a fresh kernel. It is a
@@ -29,7 +29,7 @@ def _namespace() -> dict[str, Any]:
     return vars(sys.modules["__main__"])
 
 
-def check(exercise: str, assignment: str = "ch2-jit", namespace: dict[str, Any] | None = None,
+def check(exercise: str, assignment: str, namespace: dict[str, Any] | None = None,
           seed: int | None = None) -> None:
     """Print this exercise's verdict, check by check, for the code defined so far."""
     loaded = assignments.load(assignment)

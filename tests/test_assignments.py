@@ -56,7 +56,7 @@ def reference_namespace(repo_root: Path) -> dict:
 
 
 def test_selfcheck_passes_on_the_reference_namespace(reference_namespace: dict, capsys) -> None:
-    check("tax", namespace=reference_namespace, seed=1)
+    check("tax", "ch2-jit", namespace=reference_namespace, seed=1)
     out = capsys.readouterr().out
     first = out.splitlines()[0]
     assert first.startswith("✅ ") and first.endswith("25 / 25"), out
@@ -65,13 +65,13 @@ def test_selfcheck_passes_on_the_reference_namespace(reference_namespace: dict, 
 
 @pytest.mark.parametrize(("exercise", "points"), [("newton", 25), ("detective", 20), ("training", 30)])
 def test_selfcheck_of_the_other_exercises(reference_namespace: dict, capsys, exercise: str, points: int) -> None:
-    check(exercise, namespace=reference_namespace, seed=2)
+    check(exercise, "ch2-jit", namespace=reference_namespace, seed=2)
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("✅ ") and out.rstrip().endswith(f"{points} / {points}"), out
 
 
 def test_selfcheck_on_an_empty_namespace_says_not_answered_yet(capsys) -> None:
-    check("tax", namespace={}, seed=1)
+    check("tax", "ch2-jit", namespace={}, seed=1)
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("❌ ") and "0 / 25" in out
     assert "not answered yet: define tax_switch, tax_vectorized" in out
@@ -79,7 +79,7 @@ def test_selfcheck_on_an_empty_namespace_says_not_answered_yet(capsys) -> None:
 
 def test_selfcheck_reports_a_wrong_answer(reference_namespace: dict, capsys) -> None:
     wrong = dict(reference_namespace, predictions=[False] * 8)
-    check("detective", namespace=wrong, seed=1)
+    check("detective", "ch2-jit", namespace=wrong, seed=1)
     out = capsys.readouterr().out
     assert out.startswith("❌ ")
     assert "detective.call_1" in out and "detective.call_2" not in out  # call 2 really hits the cache
@@ -87,7 +87,7 @@ def test_selfcheck_reports_a_wrong_answer(reference_namespace: dict, capsys) -> 
 
 def test_selfcheck_unknown_exercise(capsys) -> None:
     with pytest.raises(ValueError, match="has no exercise 'taxes'"):
-        check("taxes", namespace={})
+        check("taxes", "ch2-jit", namespace={})
 
 
 # ----------------------------------------------------------------------------- generated notebooks
@@ -104,8 +104,10 @@ def load_make_notebooks(repo_root: Path) -> ModuleType:
 
 def test_committed_notebooks_are_up_to_date(repo_root: Path) -> None:
     targets = load_make_notebooks(repo_root).targets()
+    with_texts = sorted(p.parent.name for p in (repo_root / "assignments").glob("*/notebook.toml"))
+    assert "ch2-jit" in with_texts
     assert {p.relative_to(repo_root).as_posix() for p in targets} == {
-        "student_template/ch2-jit.ipynb", "solutions/ch2-jit.ipynb",
+        f"{folder}/{a}.ipynb" for a in with_texts for folder in ("student_template", "solutions")
     }
     for path, text in targets.items():
         assert path.read_text(encoding="utf-8") == text, (
@@ -117,5 +119,5 @@ def test_template_has_a_selfcheck_cell_per_exercise(repo_root: Path) -> None:
 
     nb = nbformat.read(repo_root / "student_template" / "ch2-jit.ipynb", as_version=4)
     selfchecks = [c.source for c in nb.cells if "selfcheck" in c.metadata.get("tags", [])]
-    assert selfchecks == [f'from grader.selfcheck import check\ncheck("{e}")' for e in EXERCISES]
+    assert selfchecks == [f'from grader.selfcheck import check\ncheck("{e}", "ch2-jit")' for e in EXERCISES]
     assert nb.metadata["grader"]["assignment"] == "ch2-jit"
