@@ -1,0 +1,683 @@
+"""The kernel sandbox: its properties, asserted from inside a sandboxed kernel, and faults that
+must become verdicts, graded end to end.
+
+A. Properties. A sandboxed kernel runs code that computes facts about its world and publishes
+   them as one observation (a dict under the probe's MIME type); the test judges them, and checks
+   from the host what the kernel cannot see about itself (its cgroup limits, leftover processes,
+   files that must not have appeared on the host).
+B. Faults. Each submission is the reference solution plus one faulty cell from
+   tests/fixtures/submissions/, so the honest score is known: the fault costs its own cell (it
+   shows in report.cell_problems) and no exercise, and the grader's process is unharmed.
+C. The `grade` command's sandbox options, and the kernel command that Sandbox.wrap() builds.
+
+Every test needs only the layers it is about and says which are missing when it skips. All
+faults are bounded (memory chunks, processes, bytes, sleeps) so that they end by themselves
+within a minute even if the sandbox failed to stop them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from grader import GradeOptions, Report, grade_one
+from grader.kernel import Kernel
+from grader.probe.protocol import MIME_TYPE
+from grader.sandbox import CGROUP_ROOT, LAYERS, PROBE_DIR, Isolation, Sandbox, SandboxPolicy, available
+
+ISOLATION = available()
+POLICY = SandboxPolicy()
+CELL_TIMEOUT = 30.0  # for cells of part A, which should all finish at once
+FAULT_TIMEOUT = 10.0  # per cell and per probe batch while grading a fault
+MEMORY_TIMEOUT = 45.0  # this machine fills memory slowly near 4 GB: the OOM kill may take ~10 s
+CLI_TIMEOUT_S = 300  # an outer bound on a `grade` subprocess (not a speed assertion)
+SEED = 11
+ALL = ("setup", "tax", "newton", "detective", "training")
+DENIED = {"ENOENT", "EACCES", "EPERM", "EROFS"}  # what "cannot be read / written" may look like
+
+
+def needs(*layers: str) -> pytest.MarkDecorator:
+    """Skip unless every one of `layers` is available here, saying why each is missing."""
+    missing = [layer for layer in layers if layer not in ISOLATION.layers]
+    why = "; ".join(f"{layer}: {ISOLATION.missing.get(layer, 'missing')}" for layer in missing)
+    return pytest.mark.skipif(bool(missing), reason=f"sandbox layer missing on this machine ({why})")
+
+
+# ============================================================================= helpers
+
+# Defined in every fact-finding cell: `attempt(fn, *args)` is "ok" or the errno name it failed with.
+PRELUDE = '''
+import errno as _errno
+import json as _json
+import os
+
+
+def attempt(action, *args):
+    try:
+        action(*args)
+    except OSError as exc:
+        return _errno.errorcode.get(exc.errno, type(exc).__name__) if exc.errno else type(exc).__name__
+    return "ok"
+
+
+def read(path):
+    with open(path, "rb") as f:
+        f.read(1)
+
+
+def write(path):
+    with open(path, "w") as f:
+        f.write("written from inside the sandbox")
+
+'''
+
+
+def observe(kernel: Kernel, body: str, **params: Any) -> dict[str, Any]:
+    """Run `body` (which sets a dict `facts`) in the kernel and return the published facts.
+
+    `params` reach the cell as the dict `params` (JSON), so paths are passed, not pasted."""
+    code = (PRELUDE + f"params = _json.loads({json.dumps(params)!r})\n" + textwrap.dedent(body)
+            + f"\nget_ipython().display_pub.publish(data={{{MIME_TYPE!r}: facts}}, metadata={{}})\n")
+    run = kernel.run(code, CELL_TIMEOUT)
+    assert run.status == "ok", f"the fact-finding cell failed: {run.status} {run.ename}: {run.evalue}"
+    assert len(run.observations) == 1, run.observations
+    return run.observations[0]
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[Kernel]:
+    """One sandboxed kernel shared by the tests that only look around (none of them harms it)."""
+    if not ISOLATION.layers:
+        pytest.skip(f"no sandbox layer is available on this machine: {ISOLATION.missing}")
+    with Kernel(sandbox=POLICY) as k:
+        yield k
+
+
+def ipv6_loopback_works() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def host_processes_with_argv(argv: list[str]) -> list[int]:
+    """Pids of every process on the host whose command line is exactly `argv`."""
+    wanted = [a.encode() for a in argv]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if cmdline.rstrip(b"\0").split(b"\0") == wanted:
+            found.append(int(entry.name))
+    return found
+
+
+def cgroup_paths(text: str) -> dict[str, str]:
+    """controller -> path, from the text of a /proc/<pid>/cgroup file (cgroup v1 lines)."""
+    paths = {}
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            if controller:
+                paths[controller] = path
+    return paths
+
+
+def grader_state() -> dict[str, Any]:
+    """What a fault must not change about the grader's own process."""
+    limits = ("RLIMIT_FSIZE", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_CORE", "RLIMIT_NPROC", "RLIMIT_AS")
+    return {
+        "ids": (os.getuid(), os.geteuid(), os.getgid(), os.getegid()),
+        "rlimits": {name: resource.getrlimit(getattr(resource, name)) for name in limits},
+        "cgroup": Path("/proc/self/cgroup").read_text(),
+        "cwd": os.getcwd(),
+    }
+
+
+def grade(path: Path, timeout: float = FAULT_TIMEOUT) -> Report:
+    """grade_one in the sandbox (the default), checking that the grader itself came out unharmed."""
+    before = grader_state()
+    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout))
+    assert grader_state() == before
+    assert report.status == "graded", report.error
+    assert report.isolation.layers == ISOLATION.layers  # the report says which layers were in force
+    return report
+
+
+def scores(report: Report) -> dict[str, float]:
+    return {e.id: e.score for e in report.exercises}
+
+
+def failing(report: Report) -> dict[str, str]:
+    return {c.id: c.status for e in report.exercises for c in e.checks if c.status != "passed"}
+
+
+def explain(report: Report) -> str:
+    problems = [(p.where, p.status, p.message) for p in report.cell_problems]
+    checks = [(c.id, c.status, c.message) for e in report.exercises for c in e.checks if c.status != "passed"]
+    return f"cell problems: {problems}\nchecks not passed: {checks}"
+
+
+# ============================================================================= A. properties
+
+
+@pytest.mark.kernel
+@needs("namespaces")
+def test_no_socket_can_connect_even_to_the_hosts_loopback(kernel: Kernel) -> None:
+    """The test listens on the host's loopback (IPv4, and IPv6 when the host has it); from inside
+    the sandbox nothing connects, and the only network interface is the sandbox's own lo."""
+    with contextlib.ExitStack() as stack:
+        targets = []
+        families = [(socket.AF_INET, "127.0.0.1")] + ([(socket.AF_INET6, "::1")] if ipv6_loopback_works() else [])
+        servers = []
+        for family, host in families:
+            server = stack.enter_context(socket.socket(family, socket.SOCK_STREAM))
+            server.bind((host, 0))
+            server.listen(8)
+            port = server.getsockname()[1]
+            # The server is reachable from the host, so a failure inside is the sandbox's doing.
+            with socket.create_connection((host, port), timeout=5):
+                accepted, _ = server.accept()
+                accepted.close()
+            server.setblocking(False)
+            servers.append(server)
+            targets.append(["AF_INET6" if family == socket.AF_INET6 else "AF_INET", host, port])
+
+        facts = observe(kernel, '''
+            import socket
+
+            facts = {"interfaces": sorted(name for _, name in socket.if_nameindex()), "connect": {}}
+            for family, host, port in params["targets"]:
+                s = socket.socket(getattr(socket, family), socket.SOCK_STREAM)
+                s.settimeout(5)
+                try:
+                    s.connect((host, port))
+                    facts["connect"][host] = "connected"
+                except OSError as exc:
+                    facts["connect"][host] = type(exc).__name__
+                finally:
+                    s.close()
+        ''', targets=targets)
+
+        assert set(facts["connect"]) == {host for _, host in families}
+        for host, outcome in facts["connect"].items():
+            assert outcome != "connected", f"the sandbox connected to {host}"
+        for server in servers:
+            with pytest.raises(BlockingIOError):  # no connection is waiting to be accepted
+                server.accept()
+    assert facts["interfaces"] == ["lo"]
+
+
+@pytest.mark.kernel
+@needs("user")
+def test_kernel_runs_as_an_unprivileged_user_without_capabilities(kernel: Kernel) -> None:
+    facts = observe(kernel, '''
+        status = {}
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                status[key] = value.strip()
+        facts = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "egid": os.getegid(),
+                 "groups": os.getgroups(), "cap_eff": status["CapEff"], "cap_prm": status["CapPrm"],
+                 "cap_bnd": status["CapBnd"], "no_new_privs": status.get("NoNewPrivs")}
+    ''')
+    assert facts["uid"] != 0 and facts["euid"] != 0
+    assert facts["gid"] != 0 and facts["egid"] != 0
+    assert (facts["uid"], facts["gid"]) == (POLICY.uid, POLICY.gid)
+    assert 0 not in facts["groups"]
+    assert int(facts["cap_eff"], 16) == 0 and int(facts["cap_prm"], 16) == 0 and int(facts["cap_bnd"], 16) == 0
+    assert facts["no_new_privs"] == "1"
+
+
+@pytest.mark.kernel
+@needs("namespaces")
+def test_reference_solutions_and_assignment_internals_cannot_be_read(kernel: Kernel, repo_root: Path) -> None:
+    secret_dirs = [repo_root / "solutions", repo_root / "assignments"]
+    secret_files = [p for d in secret_dirs for p in d.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert repo_root / "solutions" / "ch2-jit.py" in secret_files
+    assert repo_root / "assignments" / "ch2-jit" / "references.py" in secret_files
+
+    facts = observe(kernel, '''
+        facts = {"lists": {d: attempt(os.listdir, d) for d in params["dirs"]},
+                 "reads": {p: attempt(read, p) for p in params["files"]},
+                 "repo": sorted(os.listdir(params["repo"])) if attempt(os.listdir, params["repo"]) == "ok" else []}
+    ''', dirs=[str(d) for d in secret_dirs], files=[str(p) for p in secret_files], repo=str(repo_root))
+
+    readable = {p: r for p, r in {**facts["lists"], **facts["reads"]}.items() if r not in DENIED}
+    assert readable == {}, f"readable inside the sandbox: {readable}"
+    # What the kernel sees of the repository is the probe's folder at most.
+    assert set(facts["repo"]) <= {"grader"}
+
+
+@pytest.mark.kernel
+@needs("namespaces")
+def test_roots_home_cannot_be_read(kernel: Kernel) -> None:
+    """Nothing of the host's /root is visible, except the folders leading to the interpreter when it
+    lives there (the kernel cannot run without it)."""
+    home = Path("/root")
+    needed = set()
+    for prefix in {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}:
+        if home in prefix.parents:
+            needed.add(prefix.relative_to(home).parts[0])
+    host_entries = sorted(p.name for p in home.iterdir()) if home.is_dir() else []
+    others = [str(home / name) for name in host_entries if name not in needed]
+
+    facts = observe(kernel, '''
+        root = "/root"
+        facts = {"listing": sorted(os.listdir(root)) if attempt(os.listdir, root) == "ok" else [],
+                 "entries": {p: attempt(os.listdir if os.path.isdir(p) else read, p) for p in params["others"]}}
+    ''', others=others)
+
+    assert set(facts["listing"]) <= needed, f"visible in /root: {set(facts['listing']) - needed}"
+    opened = {p: r for p, r in facts["entries"].items() if r not in DENIED}
+    assert opened == {}, f"readable inside the sandbox: {opened}"
+
+
+@pytest.mark.kernel
+@needs("namespaces")
+def test_a_kernel_cannot_see_another_kernels_scratch_dir() -> None:
+    with Kernel(sandbox=POLICY) as first, Kernel(sandbox=POLICY) as second:
+        mine = observe(first, '''
+            write("notes.txt")
+            facts = {"cwd": os.getcwd(), "own": sorted(os.listdir("."))}
+        ''')
+        assert mine["cwd"] == str(first.scratch)
+        assert {"notes.txt", "connection.json"} <= set(mine["own"])  # the first sees its own files
+
+        theirs = observe(second, '''
+            scratch = params["scratch"]
+            facts = {"list": attempt(os.listdir, scratch),
+                     "notes": attempt(read, os.path.join(scratch, "notes.txt")),
+                     "connection": attempt(read, os.path.join(scratch, "connection.json")),
+                     "tmp": sorted(os.listdir("/tmp")), "cwd": os.getcwd()}
+        ''', scratch=str(first.scratch))
+    for what in ("list", "notes", "connection"):
+        assert theirs[what] in DENIED, (what, theirs[what])
+    assert first.scratch.name not in theirs["tmp"]
+    assert theirs["cwd"] != str(first.scratch)
+
+
+@pytest.mark.kernel
+@needs("namespaces", "user")
+def test_writes_outside_the_scratch_dir_fail_and_tmp_is_private(kernel: Kernel, repo_root: Path) -> None:
+    name = f"sandbox-write-{uuid.uuid4().hex}"
+    outside = [Path("/usr") / name, Path("/etc") / name, Path("/") / name, repo_root / name,
+               repo_root / "solutions" / name, PROBE_DIR / name, Path(sys.prefix) / name,
+               Path(sys.base_prefix) / name]
+    facts = observe(kernel, '''
+        name = params["name"]
+        facts = {"outside": {p: attempt(write, p) for p in params["outside"]},
+                 "tmp": attempt(write, os.path.join("/tmp", name)),
+                 "tmp_listing": sorted(os.listdir("/tmp")),
+                 "scratch": attempt(write, os.path.join(os.getcwd(), name))}
+    ''', name=name, outside=[str(p) for p in outside])
+    try:
+        written = {p: r for p, r in facts["outside"].items() if r == "ok"}
+        assert written == {}, f"written from inside the sandbox: {written}"
+        for path in outside:
+            assert not path.exists(), path
+        # /tmp works inside, but it is the sandbox's own: nothing appears on the host's /tmp.
+        assert facts["tmp"] == "ok" and name in facts["tmp_listing"]
+        assert not (Path("/tmp") / name).exists()
+        assert not (Path(tempfile.gettempdir()) / name).exists()
+        # the scratch dir is the one host path it writes to
+        assert facts["scratch"] == "ok" and (kernel.scratch / name).exists()
+    finally:
+        for path in outside:  # only if the sandbox failed: leave the host as it was
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+@pytest.mark.kernel
+@needs("namespaces")
+def test_the_kernel_environment_holds_no_secret_of_the_grader(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    monkeypatch.setenv("GRADER_TEST_SECRET", secret)
+    with Kernel(sandbox=POLICY) as kernel:
+        facts = observe(kernel, '''
+            with open("/proc/self/environ", "rb") as f:
+                initial = f.read().decode("utf-8", "replace")
+            others = {}  # the initial environment of every process it can see (bwrap's own included)
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        others[pid] = f.read().decode("utf-8", "replace")
+                except OSError as exc:
+                    others[pid] = type(exc).__name__
+            facts = {"environ": dict(os.environ), "initial": initial, "others": others}
+        ''')
+    assert "GRADER_TEST_SECRET" not in facts["environ"]
+    assert secret not in json.dumps(facts)
+    assert len(facts["others"]) >= 2, facts["others"].keys()  # it saw the sandbox's processes at least
+    # what the kernel gets is a short, known list (plus what ipykernel sets for itself)
+    assert not {k for k in facts["environ"] if k.startswith(("GRADER", "PYTEST", "VIRTUAL_ENV", "SSH", "AWS"))}
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not {"cgroups", "namespaces"} & set(ISOLATION.layers),
+                    reason=f"neither cgroups nor a pid namespace here: {ISOLATION.missing}")
+def test_processes_left_running_are_gone_once_the_kernel_is_closed() -> None:
+    daemon = ["sleep", f"317.{uuid.uuid4().int % 10**6:06d}"]  # ~5 min, and a command line of its own
+    kernel = Kernel(sandbox=POLICY).start()
+    try:
+        observe(kernel, '''
+            import subprocess
+
+            # a daemon in its own session
+            popen = subprocess.Popen(params["daemon"], start_new_session=True)
+            # a double-forked one: reparented away from the kernel, in a session of its own
+            r, w = os.pipe()  # close-on-exec: EOF once the grandchild runs the command
+            child = os.fork()
+            if child == 0:
+                try:
+                    if os.fork() == 0:
+                        os.setsid()
+                        os.execvp(params["daemon"][0], params["daemon"])
+                finally:
+                    os._exit(0)
+            os.close(w)
+            os.waitpid(child, 0)
+            os.read(r, 1)
+            os.close(r)
+            facts = {"popen": popen.pid}
+        ''', daemon=daemon)
+        # both are seen from the host while the kernel lives (so the check below is not vacuous)
+        assert len(host_processes_with_argv(daemon)) == 2
+    finally:
+        kernel.close()
+    assert host_processes_with_argv(daemon) == []
+
+
+@pytest.mark.kernel
+@needs("cgroups")
+def test_cgroup_limits_hold_for_the_kernel(kernel: Kernel) -> None:
+    """Read from the host: the kernel's own cgroups carry the policy's memory and pids limits."""
+    facts = observe(kernel, '''
+        with open("/proc/self/cgroup") as f:
+            facts = {"cgroup": f.read()}
+    ''')
+    inside, grader = cgroup_paths(facts["cgroup"]), cgroup_paths(Path("/proc/self/cgroup").read_text())
+    memory = CGROUP_ROOT / "memory" / inside["memory"].lstrip("/")
+    pids = CGROUP_ROOT / "pids" / inside["pids"].lstrip("/")
+    assert inside["memory"] != grader["memory"] and inside["pids"] != grader["pids"]
+    assert memory.is_dir() and pids.is_dir(), (memory, pids)
+    assert int((memory / "memory.limit_in_bytes").read_text()) == POLICY.memory_bytes
+    assert int((pids / "pids.max").read_text()) == POLICY.pids
+    assert (memory / "cgroup.procs").read_text().split()  # the kernel really is in it
+    assert (pids / "cgroup.procs").read_text().split()
+
+
+@pytest.mark.kernel
+@needs("rlimits")
+def test_rlimits_hold_inside(kernel: Kernel) -> None:
+    facts = observe(kernel, '''
+        import resource
+        facts = {name: list(resource.getrlimit(getattr(resource, name)))
+                 for name in ("RLIMIT_FSIZE", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_CORE")}
+    ''')
+    assert facts["RLIMIT_FSIZE"] == [POLICY.file_bytes] * 2
+    assert facts["RLIMIT_CPU"] == [POLICY.cpu_seconds] * 2
+    assert facts["RLIMIT_NOFILE"] == [POLICY.open_files] * 2
+    assert facts["RLIMIT_CORE"] == [0, 0]
+
+
+@pytest.mark.kernel
+@needs("namespaces", "scratch")
+def test_tmp_and_scratch_are_size_limited_tmpfs(kernel: Kernel) -> None:
+    facts = observe(kernel, '''
+        mounts = {}
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                _, point, kind = line.split()[:3]
+                mounts[point] = kind
+        sizes = {}
+        for path in ("/tmp", os.getcwd()):
+            st = os.statvfs(path)
+            sizes[path] = st.f_blocks * st.f_frsize
+        facts = {"mounts": mounts, "sizes": sizes, "cwd": os.getcwd()}
+    ''')
+    cwd = facts["cwd"]
+    assert facts["mounts"]["/tmp"] == "tmpfs" and facts["mounts"][cwd] == "tmpfs"
+    assert facts["sizes"]["/tmp"] == POLICY.tmp_bytes
+    assert facts["sizes"][cwd] == POLICY.scratch_bytes
+
+
+# ============================================================================= B. faults
+
+
+@pytest.mark.kernel
+@needs("cgroups")
+def test_memory_bomb_is_killed_by_the_cgroup_and_the_rest_is_graded(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "allocates_6_gb_in_chunks.py", "newton", "detective", "training")
+    report = grade(path, MEMORY_TIMEOUT)
+    assert [p.status for p in report.cell_problems] == ["died"], explain(report)
+    assert "killed the Python kernel" in report.cell_problems[0].message
+    assert failing(report) == {}, explain(report)
+    assert report.score == 100
+
+
+@pytest.mark.kernel
+@needs("cgroups")
+def test_fork_burst_does_not_break_grading(submission_from_reference) -> None:
+    """600 processes at once: the pids limit refuses the excess (the cell reports how many), and
+    every exercise is still graded in full."""
+    path = submission_from_reference("setup", "tax", "starts_600_processes.py", "newton", "detective", "training")
+    report = grade(path)
+    problems = [p for p in report.cell_problems if "processes could not start" in p.message]
+    assert len(problems) == 1 and problems[0].status == "error", explain(report)
+    refused = int(re.search(r"(\d+) of 600 processes could not start", problems[0].message)[1])
+    assert 600 - POLICY.pids <= refused < 600  # the limit was in force (none of the children is reaped)
+    assert failing(report) == {}, explain(report)
+    assert report.score == 100
+
+
+@pytest.mark.kernel
+@needs("rlimits", "scratch")
+def test_writing_a_5_gb_file_fails_early_in_memory_and_the_rest_is_graded(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "writes_5_gb_file.py", "newton", "detective", "training")
+    report = grade(path)
+    (problem,) = report.cell_problems
+    assert problem.status == "error", explain(report)
+    found = re.search(r"OSError: \[Errno (\d+)\] .* after (\d+) MiB on (\S+)", problem.message)
+    assert found, problem.message
+    code, mib, filesystem = int(found[1]), int(found[2]), found[3]
+    assert code in (errno.EFBIG, errno.ENOSPC)
+    assert mib * 2**20 <= max(POLICY.file_bytes or 0, POLICY.scratch_bytes)  # stopped early
+    assert filesystem == "tmpfs"  # in memory: the host's disk was never written
+    assert not list(Path(tempfile.gettempdir()).glob("grade-*/five_gb.bin"))
+    assert failing(report) == {}, explain(report)
+    assert report.score == 100
+
+
+@pytest.mark.kernel
+@needs("namespaces", "user")  # without both, kill(-1, 9) would reach this machine's processes
+def test_killing_the_parent_and_everything_leaves_the_grader_and_others_alive(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "kills_parent_process.py", "newton", "kills_every_process.py",
+                                     "detective", "training")
+    # A bystander outside the sandbox running as the sandbox's own user: kill(-1, 9) from a kernel
+    # must not reach it (nor other kernels, which run as that user too).
+    bystander = subprocess.Popen(["setpriv", f"--reuid={POLICY.uid}", f"--regid={POLICY.gid}", "--clear-groups",
+                                  "sleep", "120"])
+    try:
+        report = grade(path)
+        assert bystander.poll() is None, "a process of the sandbox user outside the sandbox was killed"
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert len(report.cell_problems) == 2, explain(report)
+    assert {p.status for p in report.cell_problems} <= {"error", "died"}, explain(report)
+    assert failing(report) == {}, explain(report)
+    assert report.score == 100
+
+
+@pytest.mark.kernel
+def test_hooks_that_swallow_errors_do_not_change_verdicts(submission_from_reference) -> None:
+    """IPython's custom exception handler and sys.excepthook both silenced, then a wrong
+    tax_switch: the wrong answer still fails, and nothing else does."""
+    path = submission_from_reference(*ALL, "swallows_errors_then_wrong_tax_switch.py")
+    report = grade(path)
+    assert failing(report) == {"tax.switch_visible": "failed"}, explain(report)
+    (check,) = [c for e in report.exercises for c in e.checks if c.id == "tax.switch_visible"]
+    assert "55555" in (check.message or "")
+    assert report.score == 100 - check.max_score
+
+
+@pytest.mark.kernel
+@needs("namespaces")
+def test_reading_the_reference_solutions_from_disk_fails(submission_from_reference, repo_root: Path) -> None:
+    path = submission_from_reference("setup", "tax", "reads_reference_solutions.py")
+    path.write_text(path.read_text(encoding="utf-8").replace("@REPO_ROOT@", str(repo_root)), encoding="utf-8")
+    assert (repo_root / "solutions" / "ch2-jit.py").is_file()  # it is there, on the host
+    report = grade(path)
+    assert scores(report) == {"tax": 25, "newton": 0, "detective": 0, "training": 0}, explain(report)
+    (problem,) = report.cell_problems
+    assert problem.status == "error"
+    assert re.search(r"FileNotFoundError|PermissionError", problem.message), problem.message
+    for exercise in report.exercises[1:]:
+        assert all((c.message or "").startswith("Not answered yet") for c in exercise.checks), exercise.id
+
+
+# ============================================================================= C. command line, wrap()
+
+
+def grade_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S)
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(not ISOLATION.sandboxed, reason=f"the full sandbox is not available here: {ISOLATION.missing}")
+def test_cli_grades_a_batch_in_the_full_sandbox(tmp_path: Path, reference_source: str) -> None:
+    for name in ("alice", "bob"):
+        (tmp_path / f"{name}.py").write_text(reference_source, encoding="utf-8")
+    out = grade_cli("alice.py", "bob.py", "-a", "ch2-jit", "-o", "reports", "--seed", str(SEED), cwd=tmp_path)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    assert "sandbox layers missing" not in out.stderr
+    for name in ("alice", "bob"):
+        report = Report.model_validate_json((tmp_path / "reports" / f"{name}.json").read_text(encoding="utf-8"))
+        assert report.isolation.sandboxed is True
+        assert report.isolation.layers == list(LAYERS) and report.isolation.missing == {}
+        assert report.score == 100
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(ISOLATION.sandboxed, reason="the full sandbox is available here, so a batch is not refused")
+def test_cli_refuses_a_batch_without_the_full_sandbox(tmp_path: Path, reference_source: str) -> None:
+    for name in ("alice", "bob"):
+        (tmp_path / f"{name}.py").write_text(reference_source, encoding="utf-8")
+    out = grade_cli("alice.py", "bob.py", "-a", "ch2-jit", "-o", "reports", cwd=tmp_path)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "--no-sandbox" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.kernel
+def test_cli_no_sandbox_is_recorded_in_the_report(tmp_path: Path, reference_source: str) -> None:
+    (tmp_path / "ch2-jit.py").write_text(reference_source, encoding="utf-8")
+    out = grade_cli("ch2-jit.py", "--no-sandbox", "--json", "-", "--seed", str(SEED), cwd=tmp_path)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    report = Report.model_validate(json.loads(out.stdout))
+    assert report.isolation.sandboxed is False
+    assert report.isolation.layers == []
+    assert any("--no-sandbox" in why for why in report.isolation.missing.values()), report.isolation
+    assert report.score == 100
+    assert "sandbox layers missing" not in out.stderr  # turned off on purpose: nothing to warn about
+
+
+BIND_OPTIONS = ("--bind", "--bind-try", "--dev-bind", "--dev-bind-try", "--ro-bind", "--ro-bind-try")
+
+
+def bwrap_binds(argv: list[str]) -> list[tuple[str, Path, Path]]:
+    """(option, source, destination) of every bind in a bwrap command line."""
+    binds = []
+    for i, arg in enumerate(argv):
+        if arg in BIND_OPTIONS:
+            binds.append((arg, Path(argv[i + 1]), Path(argv[i + 2])))
+    return binds
+
+
+def covered(path: Path, sources: set[Path]) -> bool:
+    return any(path == s or s in path.parents for s in sources)
+
+
+def test_wrap_puts_the_kernel_inside_every_layer(tmp_path: Path, repo_root: Path) -> None:
+    """The argv alone (no kernel, no prepare()): as if this machine had every layer."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    connection = str(scratch / "connection.json")
+    kernel_argv = [sys.executable, "-m", "ipykernel_launcher", "-f", connection]
+    sandbox = Sandbox(scratch, POLICY, Isolation(sandboxed=True, layers=list(LAYERS)))
+    argv = sandbox.wrap(list(kernel_argv), connection)
+
+    assert argv[-len(kernel_argv):] == kernel_argv
+    prlimit, bwrap, setpriv = argv.index("prlimit"), argv.index("bwrap"), argv.index("setpriv")
+    # limits are inherited by everything bwrap starts; the user is dropped inside the namespaces
+    assert prlimit < bwrap < setpriv < len(argv) - len(kernel_argv)
+
+    limits = argv[prlimit:argv.index("--", prlimit)]
+    assert f"--fsize={POLICY.file_bytes}:{POLICY.file_bytes}" in limits
+    assert "--core=0:0" in limits
+
+    bw = argv[bwrap:setpriv]
+    for flag in ("--unshare-net", "--unshare-pid", "--clearenv", "--die-with-parent"):
+        assert flag in bw, flag
+
+    drop = argv[setpriv:argv.index("--", setpriv)]
+    assert "--reuid=65534" in drop and f"--regid={POLICY.gid}" in drop
+    assert "--no-new-privs" in drop and "--clear-groups" in drop
+
+    binds = bwrap_binds(bw)
+    readonly = {src for option, src, _ in binds if option.startswith("--ro-bind")}
+    writable = {src for option, src, _ in binds if not option.startswith("--ro-bind")}
+    assert PROBE_DIR in readonly
+    for prefix in (Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()):
+        assert covered(prefix, readonly), prefix
+        assert not covered(prefix, writable), prefix
+    assert writable == {scratch}  # the one host path it may write to
+    solutions = (repo_root / "solutions").resolve()
+    for option, src, _ in binds:
+        assert not covered(solutions, {src.resolve()}), f"{option} {src} exposes {solutions}"
+    assert not covered(repo_root / "assignments", {src.resolve() for _, src, _ in binds})
+
+
+def test_wrap_without_layers_leaves_the_command_alone(tmp_path: Path) -> None:
+    kernel_argv = [sys.executable, "-m", "ipykernel_launcher", "-f", str(tmp_path / "connection.json")]
+    none = Isolation(sandboxed=False, layers=[], missing={"all": "turned off"})
+    assert Sandbox(tmp_path, POLICY, none).wrap(list(kernel_argv), kernel_argv[-1]) == kernel_argv
+
+
+def test_a_batch_is_refused_when_a_layer_is_missing(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Simulated here (this machine has every layer): no kernel starts, one line says why."""
+    import grader.sandbox
+    from grader.cli import main
+    from grader.sandbox import Isolation
+
+    partial = Isolation(sandboxed=False, layers=["rlimits"], missing={"namespaces": "bubblewrap is not installed"})
+    monkeypatch.setattr(grader.sandbox, "available", lambda: partial)
+    for name in ("alice", "bob"):
+        (tmp_path / f"{name}.py").write_text("x = 1\n", encoding="utf-8")
+    code = main([str(tmp_path / "alice.py"), str(tmp_path / "bob.py"), "-o", str(tmp_path / "reports")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "bubblewrap is not installed" in err and "--no-sandbox" in err and "Traceback" not in err
+    assert not (tmp_path / "reports").exists()
