@@ -62,6 +62,8 @@ def describe(obj: Any) -> str:
             return f"{obj.item()!r}"
         text = np.array2string(obj, precision=6, threshold=8, separator=", ")
         return f"{text} (shape {tuple(obj.shape)})" if obj.ndim > 1 or obj.size > 8 else text
+    if isinstance(obj, dict):
+        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in obj.items()) + "}"
     if isinstance(obj, (tuple, list)):
         inner = ", ".join(describe(x) for x in obj)
         return f"({inner})" if isinstance(obj, tuple) else f"[{inner}]"

@@ -509,3 +509,33 @@ def test_custom_iterations(ch2, ctx) -> None:
     assert_failed(check.judge({rid: values(rid, constant)}), "took 5 iterations with tol=0.1 and 5 with tol=1e-6")
     zero = [(np.float32(1.0), np.int32(0)) for _ in check.cases]
     assert_failed(check.judge({rid: values(rid, zero)}), "reports 0 iterations")
+
+
+def test_mismatch_compares_dicts_by_key() -> None:
+    from grader.checks.numeric import mismatch
+
+    want = {"w": np.array([1.0, 2.0]), "b": np.float64(0.5)}
+    assert mismatch({"w": np.array([1.0, 2.0]), "b": np.asarray(0.5)}, want, 1e-6, 0.0) is None
+    assert "item 'b'" in mismatch({"w": np.array([1.0, 2.0]), "b": np.asarray(0.7)}, want, 1e-6, 0.0)
+    assert "keys" in mismatch({"w": np.array([1.0, 2.0])}, want, 1e-6, 0.0)
+
+
+@pytest.mark.parametrize(("answers", "status", "fragment"), [
+    ({1: "B"}, "passed", None),
+    ({1: " b "}, "passed", None),
+    ({1: "C"}, "failed", "answer 1 is 'C'"),
+    ({1: ""}, "failed", "Not answered yet"),
+    ({2: "B"}, "failed", "Not answered yet"),
+    (["B", "C"], "failed", "answer 1 is 'C'"),  # a list is indexed from 0
+])
+def test_answer_check(ctx, answers, status, fragment) -> None:
+    from grader.spec import AnswerCheck
+
+    spec = AnswerCheck(id="q1", title="question 1", points=1, message="question 1 is wrong",
+                       name="quiz_answers", key=1, accept=["B"])
+    check = build("quiz", spec, ctx)
+    (rid,) = request_ids(check)
+    outcome = check.judge({rid: values(rid, [answers], op="value")})
+    assert outcome.status == status, outcome
+    if fragment:
+        assert fragment in outcome.message

@@ -47,7 +47,7 @@ class AnswerCheckImpl:
         assert obs is not None and isinstance(obs.result, ValuesResult)
         value = from_wire(obs.result.values[0])
         found, item = self._item(value)
-        if not found:
+        if not found or item is None or (isinstance(item, str) and not item.strip()):
             return CheckOutcome(status="failed", message=f"Not answered yet: `{spec.name}` has no answer {spec.key!r}.")
         given = _normal(item)
         if isinstance(given, (str, bool, int, float)) and any(given == _normal(a) for a in spec.accept):

@@ -19,7 +19,15 @@ from grader.values import describe, from_wire, to_wire
 
 
 def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
-    """Why `actual` is not close to `expected`, or None when it is (recursing into tuples)."""
+    """Why `actual` is not close to `expected`, or None when it is (recursing into containers)."""
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != {str(k) for k in expected}:
+            return f"returned {describe(actual)}, expected a dict with keys {sorted(map(str, expected))}"
+        for key, want in expected.items():
+            why = mismatch(actual[str(key)], want, rtol, atol)
+            if why:
+                return f"item {key!r} {why}"
+        return None
     if isinstance(expected, (tuple, list)):
         if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
             return f"returned {describe(actual)}, expected {len(expected)} values {describe(list(expected))}"

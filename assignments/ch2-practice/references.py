@@ -1,0 +1,140 @@
+"""NumPy references and hidden-input generators for ch2-practice (run in the grader, never in a kernel).
+
+Generators take a NumPy Generator seeded from the run's seed and return the calls to make; the
+references compute in float64 on exactly those inputs.
+
+Shapes are chosen on purpose, so that few programs get compiled and the compile-count checks see
+fresh traces where they need them:
+- sum_first: the visible and hidden calls use arrays of 10 elements; its compile check uses 16
+  (a new shape, so a static `n` has to compile once per value even when a value was seen before);
+- masked_mean: padded arrays of 8, 16 and 32 elements (the buckets of bucket_size); the lengths
+  of its compile checks are kept out of every other check (see ONE_BUCKET_LENGTHS);
+- update_weights_explicit: a different shape for each check that sets a global `learning_rate`,
+  so that a jitted function reading that global is traced afresh while the global is set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader import Case
+
+# ----------------------------------------------------------------------------- sum_first
+
+SUM_SIZE = 10
+
+
+def sum_first(arr, n):
+    """Sum of the first n elements."""
+    return float(np.sum(np.asarray(arr, dtype=np.float64)[: int(n)]))
+
+
+def sum_first_cases(rng: np.random.Generator, count: int = 6) -> list[Case]:
+    """n from 0 to len(arr) (both ends included), Python ints like the notebook's calls."""
+    arr = rng.uniform(-10.0, 10.0, size=SUM_SIZE).astype(np.float32)
+    ns = [0, SUM_SIZE, *(int(k) for k in rng.choice(np.arange(1, SUM_SIZE), size=count - 2, replace=False))]
+    return [Case(args=(arr, n)) for n in rng.permutation(ns).tolist()]
+
+
+# ----------------------------------------------------------------------------- conditional_double
+
+
+def conditional_double(x, threshold):
+    """x * 2 when x > threshold, else x unchanged (the chapter's definition, section 2.5)."""
+    x = np.float64(np.asarray(x, dtype=np.float32))
+    return x * 2 if x > float(threshold) else x
+
+
+def conditional_double_cases(rng: np.random.Generator, count: int = 8) -> list[Case]:
+    """Scalar float32 x against Python-float thresholds: above, below, and exactly equal."""
+    cases = []
+    for _ in range(count):
+        x = np.float32(rng.uniform(-50.0, 50.0))
+        threshold = float(np.float32(rng.uniform(-50.0, 50.0)))
+        cases.append(Case(args=(x, threshold)))
+    x = np.float32(rng.uniform(-50.0, 50.0))
+    cases.append(Case(args=(x, float(x))))  # equal: not greater, so x comes back unchanged
+    return [cases[i] for i in rng.permutation(len(cases))]
+
+
+# ----------------------------------------------------------------------------- bucketing
+
+
+def bucket_size(n):
+    """The next power of 2 at or above n, at least 8."""
+    return max(8, 1 << (int(n) - 1).bit_length())
+
+
+def masked_mean(x_padded, length):
+    """Mean of the first `length` elements; whatever follows them is padding."""
+    return float(np.mean(np.asarray(x_padded, dtype=np.float64)[: int(length)]))
+
+
+def mean_any_length(x):
+    return float(np.mean(np.asarray(x, dtype=np.float64)))
+
+
+def _padded(rng: np.random.Generator, length: int, size: int) -> np.ndarray:
+    """`length` values, then padding that is NOT zero: it must be masked out, not summed."""
+    x = rng.normal(2.0, 3.0, size=size)
+    x[length:] = rng.uniform(100.0, 1000.0, size=size - length) * rng.choice([-1.0, 1.0], size=size - length)
+    return x.astype(np.float32)
+
+
+# Lengths kept for the compile-count checks: no other check calls masked_mean with them, so a
+# masked_mean that compiles once per length (a static length) compiles on every one of these calls,
+# whatever the other checks drew before them.
+ONE_BUCKET_LENGTHS = [18, 21, 23, 24, 26, 28, 30, 31]                 # padded to 32
+THREE_BUCKET_LENGTHS = [[2, 4, 6, 7], [10, 11, 14, 15], [17, 19, 22, 25]]  # padded to 8, 16, 32
+_RESERVED = set(ONE_BUCKET_LENGTHS).union(*THREE_BUCKET_LENGTHS)
+
+
+def _free(low: int, high: int) -> np.ndarray:
+    return np.array([n for n in range(low, high + 1) if n not in _RESERVED])
+
+
+def masked_mean_cases(rng: np.random.Generator, size: int = 16, count: int = 5) -> list[Case]:
+    """Padded arrays of one bucket size, lengths from 1 to size (full length included)."""
+    lengths = [size, *(int(k) for k in rng.choice(_free(1, size - 1), size=count - 1, replace=False))]
+    return [Case(args=(_padded(rng, n, size), n)) for n in rng.permutation(lengths).tolist()]
+
+
+def masked_mean_one_bucket(rng: np.random.Generator, count: int = 5) -> list[Case]:
+    """Several lengths that all fall in the bucket of 32: one compilation is enough."""
+    lengths = rng.choice(ONE_BUCKET_LENGTHS, size=count, replace=False)
+    return [Case(args=(_padded(rng, int(n), 32), int(n))) for n in lengths]
+
+
+def masked_mean_three_buckets(rng: np.random.Generator, per_bucket: int = 3) -> list[Case]:
+    """Lengths from 1 to 32, padded to their bucket (8, 16 or 32): at most one compilation per bucket."""
+    cases = []
+    for choices in THREE_BUCKET_LENGTHS:
+        for n in rng.choice(choices, size=per_bucket, replace=False):
+            cases.append(Case(args=(_padded(rng, int(n), bucket_size(int(n))), int(n))))
+    return cases
+
+
+def mean_any_length_cases(rng: np.random.Generator, count: int = 5) -> list[Case]:
+    """Unpadded arrays of a few random lengths up to 32, and one from 33 to 48 (bucket 64)."""
+    lengths = [*rng.choice(_free(1, 32), size=count - 1, replace=False), rng.integers(33, 49)]
+    return [Case(args=(rng.normal(0.0, 5.0, size=int(n)).astype(np.float32),))
+            for n in rng.permutation(lengths)]
+
+
+# ----------------------------------------------------------------------------- update_weights
+
+
+def update(params, grads, lr):
+    """One explicit step: params - lr * grads."""
+    return np.asarray(params, dtype=np.float64) - float(lr) * np.asarray(grads, dtype=np.float64)
+
+
+def update_cases(rng: np.random.Generator, shape: list[int], count: int = 3,
+                 lr_low: float = 1e-3, lr_high: float = 2.0) -> list[Case]:
+    """Random float32 params and grads of `shape`, a Python-float lr per call."""
+    cases = []
+    for _ in range(count):
+        params = rng.normal(0.0, 2.0, size=shape).astype(np.float32)
+        grads = rng.normal(0.0, 1.0, size=shape).astype(np.float32)
+        cases.append(Case(args=(params, grads, float(rng.uniform(lr_low, lr_high)))))
+    return cases
