@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from grader.probe.protocol import Call
 from grader.spec import Cases
+from grader.values import to_wire
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,12 @@ class Case:
     args: tuple = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     expected: Any = None
+
+
+def to_calls(cases: list[Case]) -> list[Call]:
+    """The calls as they travel to the probe."""
+    return [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
+            for c in cases]
 
 
 def rng_for(seed: int, check_id: str) -> np.random.Generator:

@@ -57,7 +57,7 @@ class Cases(_Spec):
 
 
 class Limits(_Spec):
-    """Time limits; `--timeout` on the command line overrides `cell_timeout_s`."""
+    """Time limits; `--timeout` on the command line overrides `cell_timeout_s` and `probe_timeout_s`."""
 
     cell_timeout_s: float = Field(default=30.0, gt=0, description="one student cell")
     probe_timeout_s: float = Field(default=30.0, gt=0, description="all the requests of one exercise")

@@ -6,19 +6,17 @@ are built before it starts counting), so eager array creation and earlier cells 
 
 from __future__ import annotations
 
-from grader.cases import materialize
+from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
-from grader.probe.protocol import Call, CompileCountRequest, CompileCountResult, Observation, Request
+from grader.probe.protocol import CompileCountRequest, CompileCountResult, Observation, Request
 from grader.spec import CompileLimitCheck
-from grader.values import to_wire
 
 
 class CompileLimitCheckImpl:
     def __init__(self, full_id: str, spec: CompileLimitCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
-        self.calls = [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
-                      for c in cases]
+        self.calls = to_calls(cases)
 
     def requests(self) -> list[Request]:
         return [CompileCountRequest(id=f"{self.full_id}/count", target=self.spec.function, calls=self.calls)]

@@ -13,12 +13,12 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from grader.cases import materialize
+from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
 from grader.errors import GraderError
-from grader.probe.protocol import Call, CallRequest, Observation, Request, ValueRequest, ValuesResult
+from grader.probe.protocol import CallRequest, Observation, Request, ValueRequest, ValuesResult
 from grader.spec import CustomCheck
-from grader.values import from_wire, to_wire
+from grader.values import from_wire
 
 
 class Verdict(BaseModel):
@@ -46,9 +46,7 @@ class CustomCheckImpl:
     def requests(self) -> list[Request]:
         reqs: list[Request] = [ValueRequest(id=f"{self.full_id}/{name}", name=name) for name in self.spec.observe]
         if self.spec.call:
-            calls = [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
-                     for c in self.cases]
-            reqs.append(CallRequest(id=f"{self.full_id}/calls", target=self.spec.call, calls=calls))
+            reqs.append(CallRequest(id=f"{self.full_id}/calls", target=self.spec.call, calls=to_calls(self.cases)))
         return reqs
 
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.cases import materialize
+from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
-from grader.probe.protocol import Call, CallRequest, LookupRequest, LookupResult, Observation, Parameter, Request, ValuesResult
+from grader.probe.protocol import CallRequest, LookupRequest, LookupResult, Observation, Parameter, Request, ValuesResult
 from grader.spec import InterfaceCheck
-from grader.values import describe, from_wire, to_wire
+from grader.values import describe, from_wire
 
 _KINDS = {"float": "f", "int": "iu", "bool": "b"}
 
@@ -30,9 +30,7 @@ class InterfaceCheckImpl:
     def requests(self) -> list[Request]:
         reqs: list[Request] = [LookupRequest(id=f"{self.full_id}/lookup", name=self.spec.name)]
         if self.spec.returns:
-            calls = [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
-                     for c in self.cases]
-            reqs.append(CallRequest(id=f"{self.full_id}/returns", target=self.spec.name, calls=calls))
+            reqs.append(CallRequest(id=f"{self.full_id}/returns", target=self.spec.name, calls=to_calls(self.cases)))
         return reqs
 
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from grader.cases import Case, materialize
+from grader.cases import Case, materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
-from grader.probe.protocol import Call, CallRequest, Observation, OpaqueValue, Request, ValuesResult
+from grader.probe.protocol import CallRequest, Observation, OpaqueValue, Request, ValuesResult
 from grader.spec import NumericCheck
 from grader.values import describe, from_wire, to_wire
 
@@ -71,16 +71,12 @@ class NumericCheckImpl:
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.reference = getattr(ctx.assignment.references, spec.reference) if spec.reference else None
 
-    def _calls(self) -> list[Call]:
-        return [Call(args=[to_wire(a) for a in c.args], kwargs={k: to_wire(v) for k, v in c.kwargs.items()})
-                for c in self.cases]
-
     def requests(self) -> list[Request]:
         overrides = {k: to_wire(v) for k, v in self.spec.set_globals.items()}
         reqs: list[Request] = [CallRequest(id=f"{self.full_id}/actual", target=self.spec.function,
-                                           calls=self._calls(), jit=self.spec.jit, set_globals=overrides)]
+                                           calls=to_calls(self.cases), jit=self.spec.jit, set_globals=overrides)]
         if self.spec.against:
-            reqs.append(CallRequest(id=f"{self.full_id}/against", target=self.spec.against, calls=self._calls()))
+            reqs.append(CallRequest(id=f"{self.full_id}/against", target=self.spec.against, calls=to_calls(self.cases)))
         return reqs
 
     def _select(self, value: Any) -> Any:

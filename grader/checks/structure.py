@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from grader.cases import materialize
+from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
-from grader.probe.protocol import Call, Observation, Request, TraceRequest, TraceResult
+from grader.probe.protocol import Observation, Request, TraceRequest, TraceResult
 from grader.spec import StructureCheck
-from grader.values import to_wire
 
 
 class StructureCheckImpl:
     def __init__(self, full_id: str, spec: StructureCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
-        case = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)[0]
-        self.call = Call(args=[to_wire(a) for a in case.args], kwargs={k: to_wire(v) for k, v in case.kwargs.items()})
+        self.call = to_calls(materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id))[0]
 
     def requests(self) -> list[Request]:
         return [TraceRequest(id=f"{self.full_id}/trace", target=self.spec.function, call=self.call,
