@@ -7,13 +7,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench clean
 
-$(STAMP): pyproject.toml scripts/find-python scripts/install-sandbox
+$(STAMP): pyproject.toml scripts/find-python scripts/install-sandbox scripts/install-chromium
 	@scripts/install-sandbox
+	@scripts/install-chromium
 	@interp="$$(scripts/find-python)" || exit 2; \
 	  echo "using $$interp"; \
 	  rm -rf $(VENV) && "$$interp" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,cluster]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,6 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench_grade.py
+	$(PY) bench/bench_batch.py
 
 clean:
 	rm -rf $(VENV)

@@ -19,7 +19,6 @@ from grader.errors import GraderError, UsageError
 if TYPE_CHECKING:
     from grader.report import Report
 
-SUBCOMMANDS = {"schema", "validate"}  # reach a file of that name as ./schema
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,12 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, help="seconds allowed per cell (overrides the assignment's limit)")
     p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this percentage")
     p.add_argument("--student", help="student id recorded in the report")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once in batch mode")
+    p.add_argument("--force", action="store_true", help="regrade even submissions with a stored result")
+    p.add_argument("--format", action="append", choices=["gradescope"], default=[],
+                   help="also write these exports in batch mode")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="grade on a Dask cluster (pip install '.[cluster]')")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run kernels without the sandbox (required for several files where it is incomplete)")
     return p
 
 
-def _schema() -> int:
+def _schema(argv: list[str]) -> int:
+    if argv:
+        raise UsageError("grade schema takes no arguments")
     from grader.spec import AssignmentSpec
 
     print(json.dumps(AssignmentSpec.model_json_schema(), indent=2))
@@ -64,7 +70,7 @@ def _emit(report: Report, args: argparse.Namespace, submission: Path) -> None:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
     print(summary(report, color=sys.stdout.isatty()))
-    target = Path(args.json) if args.json and len(args.paths) == 1 else _report_path(args, submission)
+    target = Path(args.json) if args.json else _report_path(args, submission)
     try:
         write(report, target)
         print(f"report: {target}")
@@ -78,7 +84,7 @@ def _below(report: Report, fail_under: float | None) -> bool:
     return 100.0 * report.score / report.max_score < fail_under
 
 
-def _check_isolation(args: argparse.Namespace) -> bool:
+def _check_isolation(args: argparse.Namespace, batch: bool = False) -> bool:
     """Whether to sandbox; says once what is missing; refuses a batch without the full sandbox."""
     from grader.sandbox import available
 
@@ -86,7 +92,7 @@ def _check_isolation(args: argparse.Namespace) -> bool:
         return False
     isolation = available()
     if isolation.missing:
-        if len(args.paths) > 1:
+        if batch:
             raise UsageError("grading several submissions needs the full sandbox, and this machine lacks "
                              + "; ".join(f"{k} ({v})" for k, v in isolation.missing.items())
                              + ": fix that, or pass --no-sandbox to grade without it")
@@ -110,18 +116,75 @@ def _validate(argv: list[str]) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
+def _batch(args: argparse.Namespace) -> int:
+    """Several submissions: one report each in -o OUT, a summary, a gradebook; resumable."""
+    if not args.outdir:
+        raise UsageError("batch mode writes a folder of reports: pass -o OUTDIR")
+    if args.json:
+        raise UsageError("--json FILE takes one submission; batch reports go to -o OUTDIR")
+    sandboxed = _check_isolation(args, batch=True)
+    from grader.grade_many import grade_many
+    from grader.options import GradeOptions
+
+    options = GradeOptions(assignment=args.assignment, seed=args.seed, cell_timeout=args.timeout,
+                           sandbox=sandboxed)
+    result = grade_many([Path(p) for p in args.paths], args.outdir, options, jobs=args.jobs,
+                        force=args.force, formats=set(args.format), scheduler=args.scheduler,
+                        fail_under=args.fail_under)
+    for path, why in sorted(result.skipped.items()):
+        print(f"skipped {path}: {why}")
+    print(f"graded {result.graded}, kept {result.resumed} unchanged, {result.errors} not gradable; "
+          f"reports, summary.csv, gradebook.sqlite and index.html in {args.outdir}")
+    if result.interrupted:
+        print("grade: interrupted; finished reports are kept, rerun the same command to resume", file=sys.stderr)
+        return 130
+    return 1 if result.below else 0
+
+
+def _export(argv: list[str]) -> int:
+    p = _Parser(prog="grade export", description="Rebuild exports of a batch from its gradebook, without grading.")
+    p.add_argument("outdir", type=Path, help="the -o folder of an earlier batch")
+    p.add_argument("--csv", action="store_true", help="summary.csv")
+    p.add_argument("--gradescope", action="store_true", help="gradescope/<student>/results.json")
+    p.add_argument("--html", action="store_true", help="index.html")
+    args = p.parse_args(argv)
+    book = args.outdir / "gradebook.sqlite"
+    if not book.is_file():
+        raise UsageError(f"{book} does not exist: export reads the gradebook of an earlier batch")
+    if not (args.csv or args.gradescope or args.html):
+        raise UsageError("say what to export: --csv, --gradescope and/or --html")
+    from grader.exports import write_gradescope, write_summary_csv
+    from grader.gradebook import Gradebook
+
+    with Gradebook(book) as gradebook:
+        reports = gradebook.reports()
+    if args.csv:
+        print(write_summary_csv(reports, args.outdir / "summary.csv"))
+    if args.gradescope:
+        print(write_gradescope(reports, args.outdir))
+    if args.html:
+        from grader.classreport import write_class_report
+
+        print(write_class_report(reports, args.outdir))
+    return 0
+
+
 def run(argv: list[str]) -> int:
-    if argv and argv[0] == "schema":
-        return _schema()
-    if argv and argv[0] == "validate":
-        return _validate(argv[1:])
+    subcommands = {"schema": _schema, "validate": _validate, "export": _export}  # a file: ./schema
+    if argv and argv[0] in subcommands:
+        return subcommands[argv[0]](argv[1:])
     args = _parser().parse_args(argv)
-    if args.json and args.json != "-" and len(args.paths) > 1:
-        raise UsageError("--json FILE takes one submission; use -o DIR for several")
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if args.seed is not None and args.seed < 0:
         raise UsageError("--seed must be a non-negative integer")
+    if args.jobs < 1:
+        raise UsageError("-j must be at least 1")
+    batch = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths)
+    if batch:
+        return _batch(args)
+    if args.scheduler or args.format:
+        raise UsageError("--scheduler and --format are for batch mode (several files or a folder)")
     sandboxed = _check_isolation(args)
     # Start the first kernel before the heavier imports: it boots while the grader gets ready.
     from grader.kernel import Prelaunched
@@ -135,14 +198,10 @@ def run(argv: list[str]) -> int:
 
         options = GradeOptions(assignment=args.assignment, seed=args.seed, cell_timeout=args.timeout,
                                student=args.student, sandbox=sandboxed)
-        status = 0
-        for raw in args.paths:
-            path = Path(raw)
-            report = grade_one(path, options, kernel_factory=kernels)
-            _emit(report, args, path)
-            if _below(report, args.fail_under):
-                status = 1
-        return status
+        path = Path(args.paths[0])
+        report = grade_one(path, options, kernel_factory=kernels)
+        _emit(report, args, path)
+        return 1 if _below(report, args.fail_under) else 0
     finally:
         if kernels is not None:
             kernels.close()

@@ -26,6 +26,8 @@ from grader.sandbox import Sandbox, SandboxPolicy, available
 
 STARTUP_TIMEOUT_S = 60
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:"]  # no history database per kernel
+# A warm kernel imports JAX while it boots, ahead of need; no name is left in the namespace.
+WARM_ARGS = ["--IPKernelApp.exec_lines=__import__('jax.numpy')"]
 
 
 class CellRun(BaseModel):
@@ -77,9 +79,11 @@ class _SandboxedKernelManager(AsyncKernelManager):
 class Kernel:
     """A kernel process in its own scratch directory (and sandbox); use as a context manager."""
 
-    def __init__(self, *, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None):
+    def __init__(self, *, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None,
+                 warm: bool = False):
         self.scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         self._kernel_name = kernel_name
+        self._args = KERNEL_ARGS + (WARM_ARGS if warm else [])
         self._sandbox = Sandbox(self.scratch, sandbox, available()) if sandbox else None
         self._km: AsyncKernelManager | None = None
         self._client: Any = None
@@ -99,7 +103,7 @@ class Kernel:
                 km.sandbox = self._sandbox
             # The kernel's own stdout/stderr are not the student's output (that comes over
             # iopub): keep them off the grader's terminal.
-            run_sync(km.start_kernel)(extra_arguments=KERNEL_ARGS, cwd=str(self.scratch),
+            run_sync(km.start_kernel)(extra_arguments=self._args, cwd=str(self.scratch),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except Exception as exc:  # jupyter_client raises many kinds here; all mean "no kernel"
             if self._sandbox:

@@ -265,8 +265,11 @@ def test_reference_solutions_and_assignment_internals_cannot_be_read(kernel: Ker
 
     readable = {p: r for p, r in {**facts["lists"], **facts["reads"]}.items() if r not in DENIED}
     assert readable == {}, f"readable inside the sandbox: {readable}"
-    # What the kernel sees of the repository is the probe's folder at most.
-    assert set(facts["repo"]) <= {"grader"}
+    # What the kernel sees of the repository is the probe's folder, and the venv when it lives
+    # there (as `make`'s .venv does): the interpreter must be reachable.
+    venv = Path(sys.prefix).resolve()
+    allowed = {"grader"} | ({venv.relative_to(repo_root).parts[0]} if repo_root in venv.parents else set())
+    assert set(facts["repo"]) <= allowed
 
 
 @pytest.mark.kernel

@@ -1,0 +1,211 @@
+"""Grade a batch on a Dask cluster: `grade submissions/ -o reports/ --scheduler tcp://HOST:8786`.
+
+`DaskExecutor` implements the batch `Executor` protocol with `distributed`: one Dask task per
+submission runs `grader.batch.grade_task` on some worker (a fresh kernel there, as locally), and
+the reports come back to this process, the client, which writes every output as a local run does.
+Workers run the same grader installation, assignments folder and JAX, and read the submissions
+at the paths the client names (a shared filesystem); before submitting anything the executor asks
+every connected worker and refuses to start if one differs, so 30,000 students never get reports
+from a mismatched or blind worker.
+
+A task that raises on its worker (or whose workers kept dying) becomes that student's error
+report; a broken grader or spec (GraderError with exit code 3, SpecInvalid) or a cancelled task
+(lost scheduler) stops the batch, as it does locally. `distributed` is the optional `cluster`
+extra, imported only when an executor is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from grader.batch import Task, error_report, grade_task
+from grader.errors import GraderError, SpecInvalid, UsageError
+from grader.report import Report
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+MISSING_EXTRA = "--scheduler needs the cluster extra: pip install '.[cluster]'"
+SAMPLE_PATHS = 16  # submissions whose visibility each worker confirms before the batch starts
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError(MISSING_EXTRA) from None
+    return distributed
+
+
+class DaskExecutor:
+    """Grades on the workers of a Dask scheduler; yields (task, report) as each finishes.
+
+    `address` is a scheduler address ("tcp://HOST:8786"), connected to now and closed at the end
+    of each `map` (and by `close()`); or an existing `distributed.Client`, which stays the
+    caller's to close.
+    """
+
+    def __init__(self, address: str | Client):
+        self._distributed = _distributed()
+        if isinstance(address, str):
+            self.address: str | None = address
+            self._client: Client | None = self._connect()
+        elif isinstance(address, self._distributed.Client):
+            self.address = None
+            self._client = address
+        else:
+            raise TypeError(f"DaskExecutor needs a scheduler address or a distributed.Client, not {address!r}")
+
+    def _connect(self) -> Client:
+        assert self.address is not None
+        try:
+            return self._distributed.Client(self.address, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise UsageError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the connection this executor opened (never a Client it was given)."""
+        if self.address is not None and self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
+        pending: dict[Future, Task] = {}
+        try:
+            tasks = list(tasks)
+            if not tasks:
+                return
+            if self._client is None:
+                self._client = self._connect()
+            client = self._client
+            check_workers(client, tasks)
+            run = f"grade_task-{uuid.uuid4().hex[:8]}"  # a rerun never reuses an old result
+            keys = [(run, task.student, i) for i, task in enumerate(tasks)]
+            futures = client.map(grade_task, tasks, key=keys, pure=False)
+            pending = dict(zip(futures, tasks))
+            done = self._distributed.as_completed(futures, loop=client.loop)
+            del futures  # a finished future is released once yielded: workers keep no old reports
+            for future in done:
+                task = pending.pop(future)
+                yield task, _outcome(future, task)
+        finally:
+            if pending:
+                client.cancel(list(pending))
+                pending.clear()
+            self.close()
+
+
+def _outcome(future: Future, task: Task) -> Report:
+    """The report of a finished future; what the worker raised becomes an error report."""
+    from concurrent.futures import CancelledError
+
+    try:
+        result = future.result()
+    except CancelledError:  # the scheduler dropped the task: the cluster is broken, not the student
+        raise
+    except GraderError as exc:
+        if exc.exit_code == 3 or isinstance(exc, SpecInvalid):
+            raise
+        return error_report(task, _one_line(exc, named=False))
+    except Exception as exc:  # noqa: BLE001 - one student's failure must not stop 30,000
+        return error_report(task, f"grading failed on a cluster worker: {_one_line(exc)}")
+    return Report.model_validate_json(result) if isinstance(result, (str, bytes)) else result
+
+
+def _one_line(exc: BaseException, *, named: bool = True) -> str:
+    from distributed import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        return "every worker that tried to grade it died (a crash or the memory limit of the worker)"
+    text = (str(exc).strip().splitlines() or [""])[0][:300]
+    if not named and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------- worker check
+
+
+def _digest(root: Path, pattern: str) -> str:
+    h = hashlib.sha256()
+    if root.is_dir():
+        for path in sorted(root.rglob(pattern)):
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def worker_facts(paths: list[str], sandbox: bool) -> dict[str, Any]:
+    """What decides a grade on this machine; runs on every worker, and on the client to compare."""
+    import grader
+    from grader.assignment import assignments_dir
+    from grader.report import environment
+
+    env = environment()
+    facts: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "cwd": os.getcwd(),
+        "grader": f"{env.grader} (code {_digest(Path(grader.__file__).parent, '*.py')})",
+        "assignments": _digest(assignments_dir(), "*"),
+        "jax": env.jax,
+        "unseen": [p for p in paths if not os.path.isfile(p)],
+        "sandbox missing": {},
+    }
+    if sandbox:
+        from grader.sandbox import available
+
+        facts["sandbox missing"] = available().missing
+    return facts
+
+
+def worker_problems(here: dict[str, Any], workers: dict[str, dict[str, Any]]) -> list[str]:
+    """One plain line per worker that would grade differently from (or blinder than) the client."""
+    problems = []
+    for name, facts in sorted(workers.items()):
+        where = f"worker {name} on {facts['host']}"
+        for item in ("grader", "assignments", "jax"):
+            if facts[item] != here[item]:
+                problems.append(f"{where} has {item} {facts[item]}, the client {here[item]}: "
+                                f"install the same grader, assignments folder and JAX everywhere")
+        if facts["unseen"]:
+            problems.append(f"{where} cannot read {len(facts['unseen'])} submission(s), e.g. "
+                            f"{facts['unseen'][0]} (its directory: {facts['cwd']}): put the submissions "
+                            "on a shared filesystem at the same path, or pass absolute paths")
+        if facts["sandbox missing"]:
+            problems.append(f"{where} lacks the sandbox: "
+                            + "; ".join(f"{k} ({v})" for k, v in facts["sandbox missing"].items())
+                            + ": fix that there, or pass --no-sandbox to grade without it")
+    return problems
+
+
+def check_workers(client: Client, tasks: list[Task]) -> None:
+    """Refuse to start if a connected worker would grade differently or cannot see submissions.
+
+    Checks a sample of the submissions (those the client itself can read, spread over the batch)
+    and the workers connected now; a worker that joins later is trusted to be set up the same way.
+    """
+    visible = [t.path for t in tasks if os.path.isfile(t.path)]
+    step = max(1, len(visible) // SAMPLE_PATHS)
+    sample = visible[::step][:SAMPLE_PATHS]
+    sandbox = any(t.options.sandbox for t in tasks)
+    here = worker_facts([], sandbox=False)
+    try:
+        workers = client.run(worker_facts, sample, sandbox)
+    except Exception as exc:  # noqa: BLE001 - e.g. a worker without the grader installed
+        raise UsageError(f"a Dask worker cannot run the grader: {_one_line(exc)}") from None
+    problems = worker_problems(here, workers)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"the Dask cluster is not ready: {problems[0]}{more}")
