@@ -47,7 +47,12 @@ def measured(cmds: list[list[str]]) -> tuple[float, float | None]:
     peak = None
     if group is not None:
         peak = int((group / "memory.max_usage_in_bytes").read_text()) / 2**30
-        group.rmdir()
+        for _ in range(100):  # exited processes leave the group asynchronously
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
     return wall, peak
 
 

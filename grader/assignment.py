@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import tomllib
@@ -99,7 +100,16 @@ def _missing_functions(spec: AssignmentSpec, references: ModuleType | None,
 
 
 def load(name_or_path: str) -> Assignment:
+    """Load (once per process while its files are unchanged: a batch worker grades many
+    submissions, and checks.py may cache costly work such as measuring JAX)."""
     folder = resolve(name_or_path)
+    stamp = tuple((folder / f).stat().st_mtime_ns if (folder / f).exists() else 0
+                  for f in (SPEC_FILE, "references.py", "checks.py"))
+    return _load(folder, stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(folder: Path, stamp: tuple[int, ...]) -> Assignment:
     spec = read_spec(folder)
     prefix = "grader_assignment_" + spec.id.replace("-", "_")
     try:
