@@ -76,6 +76,7 @@ def make_class(folder: Path) -> None:
     (folder / "bob.ipynb").write_bytes(TEMPLATE.read_bytes())
     (folder / "carol.ipynb").write_text("{ not json", encoding="utf-8")
     (folder / "dave.py").write_text(REFERENCE + "\n# %% [hang]\nwhile True:\n    pass\n", encoding="utf-8")
+    (folder / "erin.py").write_text(REFERENCE + "\n# %% [crash]\nimport os\nos._exit(3)\n", encoding="utf-8")
     (folder / "readme.txt").write_text("hello")
 
 
@@ -84,17 +85,18 @@ def test_batch_outputs_agree_with_the_reports(tmp_path: Path) -> None:
     make_class(tmp_path / "subs")
     out = tmp_path / "out"
     result = grade_many([tmp_path / "subs"], out, OPTIONS, formats={"gradescope"})
-    assert (result.graded, result.resumed, result.errors) == (4, 0, 1)
+    assert (result.graded, result.resumed, result.errors) == (5, 0, 1)
     assert result.skipped == {str(tmp_path / "subs" / "readme.txt"): "not a .ipynb notebook or .py module"}
     reports = {p.stem: Report.model_validate_json(p.read_text()) for p in out.glob("*.json")}
-    assert sorted(reports) == ["alice", "bob", "carol", "dave"]
+    assert sorted(reports) == ["alice", "bob", "carol", "dave", "erin"]
     assert reports["alice"].score == 100 and reports["bob"].score == 0
     assert reports["carol"].status == "error" and "not a valid Jupyter notebook" in reports["carol"].error
     assert reports["dave"].score == 100 and reports["dave"].cell_problems[0].status == "timeout"
+    assert reports["erin"].score == 100 and reports["erin"].cell_problems[0].status == "died"
     assert all(r.student == s for s, r in reports.items())
 
     rows = list(csv.DictReader((out / "summary.csv").read_text().splitlines()))
-    assert [r["student"] for r in rows] == ["alice", "bob", "carol", "dave"]
+    assert [r["student"] for r in rows] == ["alice", "bob", "carol", "dave", "erin"]
     for row in rows:
         report = reports[row["student"]]
         assert float(row["score"]) == report.score and row["status"] == report.status
@@ -102,7 +104,7 @@ def test_batch_outputs_agree_with_the_reports(tmp_path: Path) -> None:
             assert float(row[e.id]) == e.score
 
     db = sqlite3.connect(out / "gradebook.sqlite")
-    assert db.execute("SELECT count(*) FROM students").fetchone() == (4,)
+    assert db.execute("SELECT count(*) FROM students").fetchone() == (5,)
     for student, report in reports.items():
         sha, score = db.execute("SELECT sha256, score FROM submissions WHERE student=?", (student,)).fetchone()
         assert (sha, score) == (report.submission.sha256, report.score)
@@ -116,6 +118,16 @@ def test_batch_outputs_agree_with_the_reports(tmp_path: Path) -> None:
         assert data["score"] == report.score
         assert sum(t["score"] for t in data["tests"]) == report.score
     assert (out / "index.html").is_file()
+
+    # `grade export` rebuilds the same exports from the gradebook alone, grading nothing.
+    saved = {p: p.read_bytes() for p in [out / "summary.csv", out / "index.html",
+                                         *sorted((out / "gradescope").rglob("results.json"))]}
+    for p in saved:
+        p.unlink()
+    done = subprocess.run([sys.executable, "-m", "grader", "export", str(out), "--csv", "--gradescope", "--html"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert {p: p.read_bytes() for p in saved} == saved
 
 
 @pytest.mark.kernel
