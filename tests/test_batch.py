@@ -81,7 +81,7 @@ def make_class(folder: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_batch_outputs_agree_with_the_reports(tmp_path: Path) -> None:
+def test_batch_outputs_agree_with_the_reports(tmp_path: Path, request) -> None:
     make_class(tmp_path / "subs")
     out = tmp_path / "out"
     result = grade_many([tmp_path / "subs"], out, OPTIONS, formats={"gradescope"})
@@ -104,6 +104,7 @@ def test_batch_outputs_agree_with_the_reports(tmp_path: Path) -> None:
             assert float(row[e.id]) == e.score
 
     db = sqlite3.connect(out / "gradebook.sqlite")
+    request.addfinalizer(db.close)
     assert db.execute("SELECT count(*) FROM students").fetchone() == (5,)
     for student, report in reports.items():
         sha, score = db.execute("SELECT sha256, score FROM submissions WHERE student=?", (student,)).fetchone()
