@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
 from pydantic import BaseModel, ConfigDict

@@ -539,3 +539,12 @@ def test_answer_check(ctx, answers, status, fragment) -> None:
     assert outcome.status == status, outcome
     if fragment:
         assert fragment in outcome.message
+
+
+def test_an_answer_of_the_wrong_shape_is_an_error_not_a_crash(ch2, ctx) -> None:
+    """Only a tampered probe sends it (a trace result where values were asked): the grader
+    reports the check as an error instead of failing an assertion in its own process."""
+    check = make_check(ch2, ctx, "tax.switch_visible")
+    (rid,) = request_ids(check)
+    outcome = check.judge({rid: trace(rid, "cond")})
+    assert outcome.status == "error" and "unreadable" in outcome.message

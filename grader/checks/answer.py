@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
 from grader.probe.protocol import Observation, Request, ValueRequest, ValuesResult
 from grader.spec import AnswerCheck
 from grader.values import describe, from_wire
@@ -40,12 +40,10 @@ class AnswerCheckImpl:
 
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
         spec = self.spec
-        obs = observations.get(f"{self.full_id}/value")
-        problem = not_available(obs, f"`{spec.name}`", spec.message)
-        if problem:
-            return problem
-        assert obs is not None and isinstance(obs.result, ValuesResult)
-        value = from_wire(obs.result.values[0])
+        result = result_of(observations, f"{self.full_id}/value", ValuesResult, f"`{spec.name}`", spec.message)
+        if isinstance(result, CheckOutcome):
+            return result
+        value = from_wire(result.values[0])
         found, item = self._item(value)
         if not found or item is None or (isinstance(item, str) and not item.strip()):
             return CheckOutcome(status="failed", message=f"Not answered yet: `{spec.name}` has no answer {spec.key!r}.")

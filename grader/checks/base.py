@@ -9,7 +9,7 @@ the authoritative grade (observations from a fresh kernel) and the notebook's se
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -60,6 +60,23 @@ def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutc
     if obs.status == "timeout":
         return CheckOutcome(status="timeout", message=f"{hint}: {subject} did not finish ({obs.detail})")
     return CheckOutcome(status="error", message=f"{hint}: {subject} could not be checked ({obs.detail})")
+
+
+R = TypeVar("R")
+
+
+def result_of(observations: dict[str, Observation], request_id: str, kind: type[R], subject: str,
+              hint: str) -> R | CheckOutcome:
+    """The typed result of one request, or the outcome that replaces it (missing name, raised,
+    hang, crash, or an answer of the wrong shape, which only a tampered probe sends)."""
+    obs = observations.get(request_id)
+    problem = not_available(obs, subject, hint)
+    if problem:
+        return problem
+    assert obs is not None
+    if not isinstance(obs.result, kind):
+        return CheckOutcome(status="error", message=f"{hint}: the probe's answer about {subject} was unreadable")
+    return obs.result
 
 
 def failed(hint: str, detail: str) -> CheckOutcome:

@@ -7,7 +7,7 @@ are built before it starts counting), so eager array creation and earlier cells 
 from __future__ import annotations
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
 from grader.probe.protocol import CompileCountRequest, CompileCountResult, Observation, Request
 from grader.spec import CompileLimitCheck
 
@@ -23,12 +23,11 @@ class CompileLimitCheckImpl:
 
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
         spec = self.spec
-        obs = observations.get(f"{self.full_id}/count")
-        problem = not_available(obs, f"`{spec.function}`", spec.message)
-        if problem:
-            return problem
-        assert obs is not None and isinstance(obs.result, CompileCountResult)
-        n = obs.result.compiles
+        result = result_of(observations, f"{self.full_id}/count", CompileCountResult,
+                           f"`{spec.function}`", spec.message)
+        if isinstance(result, CheckOutcome):
+            return result
+        n = result.compiles
         if n > spec.max_compiles:
             return failed(spec.message, f"it compiled {n} times over {len(self.calls)} calls "
                                         f"(at most {spec.max_compiles} allowed)")

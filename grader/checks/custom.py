@@ -14,7 +14,7 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
 from grader.errors import GraderError
 from grader.probe.protocol import CallRequest, Observation, Request, ValueRequest, ValuesResult
 from grader.spec import CustomCheck
@@ -52,19 +52,17 @@ class CustomCheckImpl:
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
         observed: dict[str, Any] = {}
         for name in self.spec.observe:
-            obs = observations.get(f"{self.full_id}/{name}")
-            problem = not_available(obs, f"`{name}`", self.spec.message)
-            if problem:
-                return problem
-            assert obs is not None and isinstance(obs.result, ValuesResult)
-            observed[name] = from_wire(obs.result.values[0])
+            result = result_of(observations, f"{self.full_id}/{name}", ValuesResult, f"`{name}`",
+                               self.spec.message)
+            if isinstance(result, CheckOutcome):
+                return result
+            observed[name] = from_wire(result.values[0])
         if self.spec.call:
-            obs = observations.get(f"{self.full_id}/calls")
-            problem = not_available(obs, f"`{self.spec.call}`", self.spec.message)
-            if problem:
-                return problem
-            assert obs is not None and isinstance(obs.result, ValuesResult)
-            observed["calls"] = list(zip(self.cases, (from_wire(v) for v in obs.result.values)))
+            result = result_of(observations, f"{self.full_id}/calls", ValuesResult, f"`{self.spec.call}`",
+                               self.spec.message)
+            if isinstance(result, CheckOutcome):
+                return result
+            observed["calls"] = list(zip(self.cases, (from_wire(v) for v in result.values)))
         try:
             verdict = self.function(observed, **self.spec.params)
         except Exception as exc:

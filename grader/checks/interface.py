@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
 from grader.probe.protocol import CallRequest, LookupRequest, LookupResult, Observation, Parameter, Request, ValuesResult
 from grader.spec import InterfaceCheck
 from grader.values import describe, from_wire
@@ -35,12 +35,9 @@ class InterfaceCheckImpl:
 
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
         name, hint = self.spec.name, self.spec.message
-        obs = observations.get(f"{self.full_id}/lookup")
-        problem = not_available(obs, f"`{name}`", hint)
-        if problem:
-            return problem
-        assert obs is not None and isinstance(obs.result, LookupResult)
-        found = obs.result
+        found = result_of(observations, f"{self.full_id}/lookup", LookupResult, f"`{name}`", hint)
+        if isinstance(found, CheckOutcome):
+            return found
         if not found.is_callable:
             return failed(hint, f"`{name}` is a {found.type_name}, not a function")
         if self.spec.jitted and not found.is_jitted:
@@ -49,17 +46,16 @@ class InterfaceCheckImpl:
             names = ", ".join(p.name for p in found.parameters)
             return failed(hint, f"`{name}({names})` cannot be called with {self.spec.arity} positional arguments")
         if self.spec.returns:
-            return self._judge_returns(observations.get(f"{self.full_id}/returns"))
+            return self._judge_returns(observations)
         return PASSED
 
-    def _judge_returns(self, obs: Observation | None) -> CheckOutcome:
+    def _judge_returns(self, observations: dict[str, Observation]) -> CheckOutcome:
         assert self.spec.returns is not None
         shape, hint, name = self.spec.returns, self.spec.message, self.spec.name
-        problem = not_available(obs, f"`{name}`", hint)
-        if problem:
-            return problem
-        assert obs is not None and isinstance(obs.result, ValuesResult)
-        for value in obs.result.values:
+        result = result_of(observations, f"{self.full_id}/returns", ValuesResult, f"`{name}`", hint)
+        if isinstance(result, CheckOutcome):
+            return result
+        for value in result.values:
             got = from_wire(value)
             if not isinstance(got, (tuple, list)) or len(got) != shape.length:
                 return failed(hint, f"`{name}` returned {describe(got)}, not a tuple of {shape.length} values")

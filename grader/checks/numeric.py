@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from grader.cases import Case, materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
 from grader.probe.protocol import CallRequest, Observation, OpaqueValue, Request, ValuesResult
 from grader.spec import NumericCheck
 from grader.values import describe, from_wire, to_wire
@@ -91,25 +91,23 @@ class NumericCheckImpl:
         if self.reference is not None:
             return [self.reference(*args, **kwargs) for args, kwargs in map(_numpy_args, self.cases)]
         if self.spec.against:
-            obs = observations.get(f"{self.full_id}/against")
-            problem = not_available(obs, f"`{self.spec.against}`", self.spec.message)
-            if problem:
-                return problem
-            assert obs is not None and isinstance(obs.result, ValuesResult)
-            return [self._select(from_wire(v)) for v in obs.result.values]
+            result = result_of(observations, f"{self.full_id}/against", ValuesResult,
+                               f"`{self.spec.against}`", self.spec.message)
+            if isinstance(result, CheckOutcome):
+                return result
+            return [self._select(from_wire(v)) for v in result.values]
         return [c.expected for c in self.cases]
 
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
         hint, fn = self.spec.message, self.spec.function
-        obs = observations.get(f"{self.full_id}/actual")
-        problem = not_available(obs, f"`{fn}`" + (" under jax.jit" if self.spec.jit else ""), hint)
-        if problem:
-            return problem
-        assert obs is not None and isinstance(obs.result, ValuesResult)
+        result = result_of(observations, f"{self.full_id}/actual", ValuesResult,
+                           f"`{fn}`" + (" under jax.jit" if self.spec.jit else ""), hint)
+        if isinstance(result, CheckOutcome):
+            return result
         expected = self._expected(observations)
         if isinstance(expected, CheckOutcome):
             return expected
-        for case, value, want in zip(self.cases, obs.result.values, expected):
+        for case, value, want in zip(self.cases, result.values, expected):
             why = mismatch(self._select(from_wire(value)), want, self.spec.rtol, self.spec.atol)
             if why:
                 return failed(hint, f"{_call_text(fn, case)} {why}")

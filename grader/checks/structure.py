@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, failed, not_available
+from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
 from grader.probe.protocol import Observation, Request, TraceRequest, TraceResult
 from grader.spec import StructureCheck
 
@@ -20,12 +20,11 @@ class StructureCheckImpl:
     def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
         spec = self.spec
         what = "its jaxpr" if spec.representation == "jaxpr" else "its lowered StableHLO"
-        obs = observations.get(f"{self.full_id}/trace")
-        problem = not_available(obs, f"tracing `{spec.function}`", spec.message)
-        if problem:
-            return problem
-        assert obs is not None and isinstance(obs.result, TraceResult)
-        seen = set(obs.result.primitives)
+        result = result_of(observations, f"{self.full_id}/trace", TraceResult, f"tracing `{spec.function}`",
+                           spec.message)
+        if isinstance(result, CheckOutcome):
+            return result
+        seen = set(result.primitives)
         lacking = [p for p in spec.contains if p not in seen]
         if lacking:
             listed = ", ".join(sorted(seen)[:12]) or "none"
