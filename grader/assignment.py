@@ -50,12 +50,14 @@ def _load_module(path: Path, name: str) -> ModuleType | None:
 
 
 def resolve(name_or_path: str) -> Path:
+    """An assignment's folder: an id of `available()` first (so a folder of that name in the
+    working directory, e.g. a student's in the submissions folder, never stands in for it), else
+    a path to a folder holding assignment.toml (only ever the instructor's: -a)."""
+    if name_or_path in available():
+        return assignments_dir() / name_or_path
     candidate = Path(name_or_path)
     if (candidate / SPEC_FILE).is_file():
         return candidate.resolve()
-    folder = assignments_dir() / name_or_path
-    if (folder / SPEC_FILE).is_file():
-        return folder
     raise AssignmentNotFound(name_or_path, available())
 
 

@@ -4,19 +4,22 @@ An executor takes tasks and yields (task, report) pairs as gradings finish, in a
 caller writes the results, so the order of completion never changes one. Each submission is
 graded in its own fresh kernel. In a worker process the next submission's kernel is launched
 and warmed (JAX imported) while the current one is graded, so a batch is not a sum of cold
-starts. A student's unreadable file becomes an error report and the batch goes on; a broken
-grader or spec (GraderError with exit code 3, SpecInvalid) stops it.
+starts. Every grading goes through `faults.grade_guarded`, which decides whose fault a failure
+is: a student's becomes that student's error report and the batch goes on; a broken grader or
+spec stops it. A worker process that dies takes its submission's grading with it: that one is
+retried once in a fresh pool, then gets an error report.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from grader.errors import SubmissionUnreadable, UsageError
+from grader.faults import grade_guarded
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.report import CheckResult, ExerciseResult, Report, SubmissionRef, environment
@@ -102,9 +105,8 @@ def grade_task(task: Task, *, warm: bool = False) -> Report:
         return first.pop() if first else fresh()
 
     try:
-        return grade_one(task.path, options, kernel_factory=factory)
-    except (SubmissionUnreadable, UsageError) as exc:
-        return error_report(task, str(exc))
+        return grade_guarded(lambda: grade_one(task.path, options, kernel_factory=factory),
+                             lambda reason: error_report(task, reason))
     finally:
         for unused in first:
             unused.close()
@@ -115,8 +117,13 @@ def _grade_in_worker(task: Task) -> Report:
 
 
 def _worker_init() -> None:
+    """Ctrl-C is the parent's to handle (it stops the pool); SIGTERM cleans up like an exit."""
     import atexit
+    import signal
+    import sys
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     atexit.register(_discard_spare)
 
 
@@ -143,20 +150,55 @@ class LocalExecutor:
     def __init__(self, workers: int):
         self.workers = workers
 
-    def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
+    def _pool(self) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("spawn")  # clean workers: no inherited threads
-        pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_worker_init)
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_worker_init)
+
+    def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
+        pool = self._pool()
         pending: dict[Future, Task] = {}
+        retried: set[str] = set()
         try:
             for task in tasks:
                 pending[pool.submit(_grade_in_worker, task)] = task
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                broken: list[Task] = []
                 for future in done:
-                    yield pending.pop(future), future.result()
+                    task = pending.pop(future)
+                    try:
+                        yield task, future.result()
+                    except BrokenProcessPool:
+                        broken.append(task)
+                if broken:  # a worker died: every unfinished task of the pool failed with it
+                    broken += list(pending.values())
+                    pending.clear()
+                    _stop(pool)
+                    pool = self._pool()
+                    for task in broken:
+                        if task.student in retried:
+                            yield task, error_report(task, "the grader process grading it died twice "
+                                                           "(a crash, or the machine's memory limit)")
+                        else:
+                            retried.add(task.student)
+                            pending[pool.submit(_grade_in_worker, task)] = task
         finally:
-            for future in pending:
-                future.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            if pending:  # interrupted (Ctrl-C) or stopped by a grader fault: don't wait for them
+                _stop(pool)
+            else:
+                pool.shutdown(wait=True)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Shut a pool down; on Ctrl-C its workers (which ignore SIGINT) are told to clean up and go."""
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()  # SIGTERM: the worker exits through atexit, killing its kernels
+    for process in processes:
+        process.join(timeout=15)
+        if process.is_alive():
+            process.kill()
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from grader.errors import AssignmentBug
+from grader.faults import instructor_code
 from grader.probe.protocol import Call
 from grader.spec import Cases
 from grader.values import to_wire
@@ -51,6 +53,7 @@ def materialize(cases: Cases, references: ModuleType | None, seed: int, check_id
         assert cases.types is not None
         return [Case(args=tuple(_literal(v, t) for v, t in zip(row, cases.types))) for row in cases.rows]
     if references is None or not hasattr(references, cases.generator or ""):
-        raise LookupError(f"generator {cases.generator!r} is not defined in references.py")
-    drawn = getattr(references, cases.generator)(rng_for(seed, check_id), **cases.params)
-    return [c if isinstance(c, Case) else Case(args=tuple(c)) for c in drawn]
+        raise AssignmentBug(check_id, f"generator {cases.generator!r} is not defined in references.py")
+    with instructor_code(f"{check_id}: generator {cases.generator}"):
+        drawn = getattr(references, cases.generator)(rng_for(seed, check_id), **cases.params)
+        return [c if isinstance(c, Case) else Case(args=tuple(c)) for c in drawn]

@@ -4,8 +4,11 @@ Why: after `grade submissions/ -o OUT`, an instructor has one JSON file per stud
 see the class at a glance: how scores are spread, which exercises and checks the class
 struggles with, and who to look at. The page is a single file with inline CSS and inline SVG,
 no JavaScript and nothing fetched from the network, so it opens anywhere (a laptop, an LMS,
-an archive) and is safe with student-supplied text: every string is escaped. Output is
-deterministic (no timestamps, everything sorted), so the same reports give the same bytes.
+an archive) and is safe with student-supplied text: every string is HTML-escaped, and made
+inert first (`grader.inert`: control, bidi and invisible characters shown as `\u202e` and the
+like). A student id with non-ASCII characters is marked "non-ASCII", with its ASCII-escaped form
+shown and its code points in a tooltip, so that `alice` and a Cyrillic `аlice` can be told apart.
+Output is deterministic (no timestamps, everything sorted), so the same reports give the same bytes.
 
 The numbers (`summarize`) are pure and separate from the rendering (`render_html`).
 """
@@ -16,10 +19,12 @@ import html
 from collections import Counter
 from pathlib import Path
 from statistics import median
+from typing import Callable
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from grader import inert
 from grader.report import Report
 
 BINS = 10  # histogram bins of percent: [0, 10), [10, 20), ... [90, 100]
@@ -154,7 +159,37 @@ def summarize(reports: dict[str, Report]) -> ClassSummary:
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text for the page (an element's content or a quoted attribute): inert, then HTML-escaped."""
+    return html.escape(inert.text(text), quote=True)
+
+
+def report_file(student: str) -> str:
+    """The file name of a student's JSON report, beside index.html (as grade_many writes it)."""
+    return f"{student}.json"
+
+
+def _href(file_name: str) -> str:
+    """A relative link to a file beside the page: every character but unreserved ones
+    percent-encoded (so `/`, `?`, `#`, `:` or quotes in a name cannot make it another URL);
+    the bytes of a name Python decoded with surrogateescape are encoded back as they were."""
+    try:
+        return quote(file_name, safe="", errors="surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate no file system name decodes to
+        return quote(file_name, safe="", errors="backslashreplace")
+
+
+def _student_cell(student: str, href: str) -> str:
+    """The student's link; a name with non-ASCII characters is marked, its ASCII form shown."""
+    link = f'<a href="{_e(href)}">{html.escape(inert.terminal(student), quote=True)}</a>'
+    if student.isascii() and student.isprintable():
+        return link
+    ascii_form = inert.ascii_form(student)
+    points = inert.code_points(student)
+    listed = ", ".join(points[:20]) + (", …" if len(points) > 20 else "")
+    tip = f"ASCII form: {ascii_form}; {listed}"
+    mark = "non-ASCII" if not student.isascii() else "unprintable"
+    return (f'{link} <span class="badge nonascii" title="{_e(tip)}">{mark}</span> '
+            f'<code class="ascii">{_e(ascii_form)}</code>')
 
 
 def _num(x: float) -> str:
@@ -237,6 +272,7 @@ code { font: 12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; colo
 .badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; }
 .badge.graded { background: #dafbe1; color: var(--green); }
 .badge.error { background: #ffebe9; color: var(--red); }
+.badge.nonascii { background: #fff8c5; color: #7d4e00; border: 1px solid #d4a72c; cursor: help; }
 .tag { white-space: nowrap; font-size: 11px; color: var(--muted); border: 1px solid var(--line);
        border-radius: 4px; padding: 0 4px; margin-left: 4px; }
 .reason { color: var(--muted); font-size: 12px; }
@@ -262,7 +298,10 @@ svg text.count.zero { fill: #aab1b9; }
 _OUTCOME = {"failed": "failed", "error": "raised", "timeout": "timed out", "skipped": "skipped"}
 
 
-def render_html(summary: ClassSummary, title: str | None = None) -> str:
+def render_html(summary: ClassSummary, title: str | None = None, *,
+                report_file: Callable[[str], str] = report_file) -> str:
+    """The page. `report_file(student)` names the student's JSON report beside the page, which the
+    student's link opens (percent-encoded here, whatever characters the name has)."""
     ids = ", ".join(summary.assignments)
     heading = title or ids or "Class report"
     head = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -320,8 +359,7 @@ def render_html(summary: ClassSummary, title: str | None = None) -> str:
     for row in summary.rows:
         cells = "".join(_score_cell(row.exercises[ex.id], ex.max_score) for ex in summary.exercises)
         reason = f' <span class="reason">{_e(row.error)}</span>' if row.error else ""
-        href = quote(row.student + ".json", safe="")
-        out.append(f'<tr><td><a href="{_e(href)}">{_e(row.student)}</a></td>'
+        out.append(f"<tr><td>{_student_cell(row.student, _href(report_file(row.student)))}</td>"
                    f'<td class="n">{_num(row.score)} / {_num(row.max_score)}</td>'
                    f'<td class="n">{_num(row.percent)}</td>{cells}'
                    f'<td><span class="badge {_e(row.status)}">{_e(row.status)}</span>{reason}</td></tr>')
@@ -342,12 +380,15 @@ def _assignment_title(ids: list[str]) -> str | None:
         return None
 
 
-def write_class_report(reports: dict[str, Report], out_dir: Path) -> Path:
-    """Write `out_dir/index.html` for these reports (keys are student ids) and return its path."""
+def write_class_report(reports: dict[str, Report], out_dir: Path, *,
+                       report_file: Callable[[str], str] = report_file) -> Path:
+    """Write `out_dir/index.html` for these reports (keys are student ids) and return its path;
+    `report_file(student)` is the name of that student's JSON report in `out_dir`."""
     summary = summarize(reports)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "index.html"
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(render_html(summary, _assignment_title(summary.assignments)), encoding="utf-8")
+    tmp.write_text(render_html(summary, _assignment_title(summary.assignments), report_file=report_file),
+                   encoding="utf-8")
     tmp.replace(target)
     return target

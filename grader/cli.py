@@ -1,7 +1,10 @@
 """`grade`: parse arguments, grade, print, and map every error to an exit code.
 
 Exit status: 0 graded; 1 a score below --fail-under; 2 bad usage or an unreadable submission;
-3 the grader itself could not run (no kernel, a broken custom check).
+3 the grader itself could not run (no kernel, a broken assignment, a grader bug met while
+grading); 130 Ctrl-C; 143 SIGTERM. Interrupted or terminated, it removes what it made (kernels,
+their scratch mounts and cgroups) before it exits. Every string a student controls is printed
+through `grader.inert`.
 """
 
 from __future__ import annotations
@@ -9,16 +12,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
 from grader.errors import GraderError, UsageError
+from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
 
 if TYPE_CHECKING:
     from grader.report import Report
 
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that everything unwinds as it does for Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,9 +86,10 @@ def _emit(report: Report, args: argparse.Namespace, submission: Path) -> None:
     target = Path(args.json) if args.json else _report_path(args, submission)
     try:
         write(report, target)
-        print(f"report: {target}")
+        print(f"report: {terminal(target, PATH_LIMIT)}")
     except OSError as exc:
-        print(f"grade: could not write the report to {target} ({exc.strerror})", file=sys.stderr)
+        print(f"grade: could not write the report to {terminal(target, PATH_LIMIT)} ({terminal(exc.strerror)})",
+              file=sys.stderr)
 
 
 def _below(report: Report, fail_under: float | None) -> bool:
@@ -113,6 +127,10 @@ def _validate(argv: list[str]) -> int:
 
     rows = validate(args.assignments or None, workers=args.jobs)
     print(table(rows))
+    if any(r.bug for r in rows):
+        print("grade validate: an assignment is broken (its own code raised): see the rows marked FAILED",
+              file=sys.stderr)
+        return 3
     return 0 if all(r.ok for r in rows) else 1
 
 
@@ -132,12 +150,17 @@ def _batch(args: argparse.Namespace) -> int:
                         force=args.force, formats=set(args.format), scheduler=args.scheduler,
                         fail_under=args.fail_under)
     for path, why in sorted(result.skipped.items()):
-        print(f"skipped {path}: {why}")
+        print(f"skipped {terminal(path, PATH_LIMIT)}: {terminal(why, MESSAGE_LIMIT)}")
     print(f"graded {result.graded}, kept {result.resumed} unchanged, {result.errors} not gradable; "
           f"reports, summary.csv, gradebook.sqlite and index.html in {args.outdir}")
     if result.interrupted:
         print("grade: interrupted; finished reports are kept, rerun the same command to resume", file=sys.stderr)
         return 130
+    if result.internal:
+        shown = ", ".join(terminal(s, 40) for s in result.internal[:5]) + (", …" if len(result.internal) > 5 else "")
+        print(f"grade: the grader failed on {len(result.internal)} submission(s) ({shown}), a grader bug: "
+              "their reports say so; please report it", file=sys.stderr)
+        return 3
     return 1 if result.below else 0
 
 
@@ -164,8 +187,9 @@ def _export(argv: list[str]) -> int:
         print(write_gradescope(reports, args.outdir))
     if args.html:
         from grader.classreport import write_class_report
+        from grader.discovery import report_file_name
 
-        print(write_class_report(reports, args.outdir))
+        print(write_class_report(reports, args.outdir, report_file=report_file_name))
     return 0
 
 
@@ -208,14 +232,20 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return run(sys.argv[1:] if argv is None else argv)
     except GraderError as exc:
-        print(f"grade: {exc}", file=sys.stderr)
+        print(f"grade: {terminal(exc, MESSAGE_LIMIT)}", file=sys.stderr)
         return exc.exit_code
+    except Terminated:
+        print("grade: terminated; kernels and their files were removed", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("grade: interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def entry() -> None:

@@ -9,8 +9,8 @@ every connected worker and refuses to start if one differs, so 30,000 students n
 from a mismatched or blind worker.
 
 A task that raises on its worker (or whose workers kept dying) becomes that student's error
-report; a broken grader or spec (GraderError with exit code 3, SpecInvalid) or a cancelled task
-(lost scheduler) stops the batch, as it does locally. `distributed` is the optional `cluster`
+report; a broken grader or spec or a cancelled task (lost scheduler) stops the batch, as it does
+locally: `grader.faults` decides which is which. `distributed` is the optional `cluster`
 extra, imported only when an executor is made.
 """
 
@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from grader.batch import Task, error_report, grade_task
-from grader.errors import GraderError, SpecInvalid, UsageError
+from grader.errors import UsageError
+from grader.faults import classify, one_line, student_reason
 from grader.report import Report
 
 if TYPE_CHECKING:
@@ -108,31 +109,24 @@ class DaskExecutor:
 
 
 def _outcome(future: Future, task: Task) -> Report:
-    """The report of a finished future; what the worker raised becomes an error report."""
+    """The report of a finished future. `grade_task` already sorted the grading's own failures
+    on the worker (grader.faults); what is left here is a grader fault (re-raised: the batch
+    stops), a dropped task (the cluster is broken) or workers that died (that student's report)."""
     from concurrent.futures import CancelledError
+
+    from distributed import KilledWorker
 
     try:
         result = future.result()
     except CancelledError:  # the scheduler dropped the task: the cluster is broken, not the student
         raise
-    except GraderError as exc:
-        if exc.exit_code == 3 or isinstance(exc, SpecInvalid):
+    except KilledWorker:
+        return error_report(task, "every worker that tried to grade it died (a crash or the memory limit of the worker)")
+    except Exception as exc:  # noqa: BLE001 - sorted by the one fault boundary
+        if classify(exc) == "grader":
             raise
-        return error_report(task, _one_line(exc, named=False))
-    except Exception as exc:  # noqa: BLE001 - one student's failure must not stop 30,000
-        return error_report(task, f"grading failed on a cluster worker: {_one_line(exc)}")
+        return error_report(task, student_reason(exc))
     return Report.model_validate_json(result) if isinstance(result, (str, bytes)) else result
-
-
-def _one_line(exc: BaseException, *, named: bool = True) -> str:
-    from distributed import KilledWorker
-
-    if isinstance(exc, KilledWorker):
-        return "every worker that tried to grade it died (a crash or the memory limit of the worker)"
-    text = (str(exc).strip().splitlines() or [""])[0][:300]
-    if not named and text:
-        return text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 # ---------------------------------------------------------------------------- worker check
@@ -204,7 +198,7 @@ def check_workers(client: Client, tasks: list[Task]) -> None:
     try:
         workers = client.run(worker_facts, sample, sandbox)
     except Exception as exc:  # noqa: BLE001 - e.g. a worker without the grader installed
-        raise UsageError(f"a Dask worker cannot run the grader: {_one_line(exc)}") from None
+        raise UsageError(f"a Dask worker cannot run the grader: {one_line(exc)}") from None
     problems = worker_problems(here, workers)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

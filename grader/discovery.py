@@ -1,20 +1,75 @@
 """Find the submissions in folders: one per student, as a file or as a sub-folder.
 
 `alice.ipynb` or `bob.py` directly in a folder is the submission of `alice` / `bob`; a
-sub-folder `carol/` holding exactly one notebook or module is `carol`'s. Anything else is
-skipped and listed. Two submissions for one student is an error for that student only.
+sub-folder `carol/` holding exactly one notebook or module is `carol`'s. Two submissions for one
+student is an error for that student only (`conflicts`).
+
+Everything in a submissions folder is hostile data, so discovery never follows a symbolic link
+and never opens a file (it only lists folders and lstats their entries):
+
+- an entry that is a symbolic link (to the solutions, another student's file, `/proc`, nowhere) is
+  "a symbolic link, not a submission" for the student it would be: the stem of `alice.ipynb`, or
+  the whole name of a link without a submission suffix, which would be a linked student *folder*
+  (`carol -> ../bob`): it is never entered. These come back as `problems`, one error report each;
+- inside a student's folder, a notebook or module that is a link, a FIFO, a device or a socket is
+  one of that student's submissions, and reading it is refused (so the student gets an error
+  report, or a conflict with the other file); other links in there are never followed nor read;
+- a FIFO, device or socket named like a submission is that student's problem (it is never opened,
+  so it cannot block); one named otherwise is skipped;
+- an OS error listing a student's folder or lstat-ing an entry (EACCES, EIO, ELOOP, ...) is that
+  student's problem; one on a folder given on the command line is listed in `skipped`;
+- a name that is not valid UTF-8 is that student's problem, under an id with the bytes shown as
+  `\\xNN` (ids are kept verbatim otherwise: any length, any script, any case);
+- names starting with a dot are hidden files: skipped and listed, except `IGNORED` ones.
+
+Paths given on the command line are the instructor's: a given folder may be a link (it is
+listed), a given file is read as any submission (so a link is refused).
+
+Student ids go into reports verbatim; the files named after them (`OUT/<name>.json`,
+`OUT/gradescope/<name>/`) use `student_file_stem`, which is safe and distinct for distinct ids,
+case-insensitively too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import stat
 from collections import defaultdict
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from grader.submission import SUFFIXES
+from grader.submission import SUFFIXES, SYMLINK, display_path, file_problem, os_problem
 
-IGNORED = {"__pycache__", ".ipynb_checkpoints"}
+IGNORED = {"__pycache__", ".ipynb_checkpoints", ".DS_Store", ".git"}
+NOT_UTF8 = "its name is not valid UTF-8, so it cannot be recorded as it is; rename it"
+
+STEM_CHARS = 40
+"""Most characters of the readable part of a student's file name (before `~` and the hash)."""
+HASH_CHARS = 16
+"""Hex digits of sha256(student id) in a student's file name: 64 bits, so distinct ids do not
+collide by chance nor by a student's choosing of a name."""
+_PLAIN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+
+def student_file_stem(student: str) -> str:
+    """The file name (without suffix) for a student id: the id itself when it is short, lowercase
+    ASCII letters, digits, `_`, `.` and `-`, not starting with a dot or dash; otherwise a readable
+    slug, `~`, and 16 hex digits of the id's sha256. Distinct ids give distinct stems, also on a
+    case-insensitive file system (plain stems are lowercase and never contain `~`; hashed ones
+    differ in the hash), and every stem is a safe, short (at most 64 characters) file name."""
+    if _PLAIN.fullmatch(student):
+        return student
+    digest = hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", student)[:STEM_CHARS].lstrip(".-") or "student"
+    return f"{slug}~{digest}"
+
+
+def report_file_name(student: str) -> str:
+    """`OUT/<this>`: the student's JSON report, beside index.html."""
+    return student_file_stem(student) + ".json"
 
 
 class Found(BaseModel):
@@ -22,41 +77,139 @@ class Found(BaseModel):
     path: Path
 
 
+class Problem(BaseModel):
+    """A student whose entry is not a submission we may read: one error report."""
+
+    student: str
+    path: str  # printable
+    reason: str
+
+
 class Discovery(BaseModel):
     submissions: list[Found]
     conflicts: dict[str, list[Path]]
     skipped: dict[str, str]  # path -> why
+    problems: list[Problem] = []
 
 
-def _is_submission(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() in SUFFIXES
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
-def _visible(path: Path) -> bool:
-    return not path.name.startswith(".") and path.name not in IGNORED
+def _student_of(name: str) -> str:
+    """The student an entry belongs to: `alice.ipynb` -> alice, a folder `carol` -> carol."""
+    path = Path(name)
+    stem = path.stem if path.suffix.lower() in SUFFIXES else name
+    return stem if _utf8(stem) else display_path(stem)
+
+
+class _Finder:
+    def __init__(self) -> None:
+        # student -> [(path, None for a readable candidate, or why it is not one)]
+        self.candidates: dict[str, list[tuple[Path, str | None]]] = defaultdict(list)
+        self.skipped: dict[str, str] = {}
+
+    def add(self, student: str, path: Path, why: str | None) -> None:
+        if why is None and not _utf8(str(path)):
+            why = NOT_UTF8
+        self.candidates[student].append((path, why))
+
+    def given(self, given: Path) -> None:
+        try:
+            mode = os.lstat(given).st_mode
+            if stat.S_ISLNK(mode):  # the instructor's own link: followed for a folder only
+                target = os.stat(given).st_mode
+                mode = target if stat.S_ISDIR(target) else mode
+        except FileNotFoundError:
+            if os.path.islink(given):  # dangling
+                self.add(_student_of(given.name), given, SYMLINK)
+            else:
+                self.skipped[display_path(given)] = "no such file or folder"
+            return
+        except (OSError, ValueError) as exc:
+            self.skipped[display_path(given)] = os_problem(exc) if isinstance(exc, OSError) else "a bad name"
+            return
+        if stat.S_ISDIR(mode):
+            self.folder(given)
+        else:
+            self.add(_student_of(given.name), given, file_problem(mode))
+
+    def _list(self, folder: Path) -> list[os.DirEntry[str]]:
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=lambda e: e.name)
+
+    def folder(self, folder: Path) -> None:
+        try:
+            entries = self._list(folder)
+        except OSError as exc:
+            self.skipped[display_path(folder)] = os_problem(exc)
+            return
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.name in IGNORED:
+                continue
+            if entry.name.startswith("."):
+                self.skipped[display_path(path)] = "a hidden file or folder (its name starts with a dot)"
+                continue
+            student = _student_of(entry.name)
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError as exc:
+                self.add(student, path, os_problem(exc))
+                continue
+            if stat.S_ISLNK(mode):
+                self.add(student, path, SYMLINK)
+            elif stat.S_ISDIR(mode):
+                self.student_folder(student, path)
+            elif Path(entry.name).suffix.lower() in SUFFIXES:
+                self.add(student, path, file_problem(mode))
+            else:
+                self.skipped[display_path(path)] = "not a .ipynb notebook or .py module"
+
+    def student_folder(self, student: str, folder: Path) -> None:
+        try:
+            entries = self._list(folder)
+        except OSError as exc:
+            self.add(student, folder, os_problem(exc))
+            return
+        found = False
+        for entry in entries:
+            if entry.name in IGNORED or entry.name.startswith(".") \
+                    or Path(entry.name).suffix.lower() not in SUFFIXES:
+                continue
+            path = Path(entry.path)
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError as exc:
+                self.add(student, path, os_problem(exc))
+                found = True
+                continue
+            if stat.S_ISDIR(mode):
+                continue  # a folder named like a notebook: not looked into
+            self.add(student, path, file_problem(mode))
+            found = True
+        if not found:
+            self.skipped[display_path(folder)] = "a folder without a notebook or module"
 
 
 def discover(paths: list[Path]) -> Discovery:
-    by_student: dict[str, list[Path]] = defaultdict(list)
-    skipped: dict[str, str] = {}
+    finder = _Finder()
     for given in paths:
-        if given.is_file():
-            by_student[given.stem].append(given)
+        finder.given(Path(given))
+    submissions: list[Found] = []
+    conflicts: dict[str, list[Path]] = {}
+    problems: list[Problem] = []
+    for student, items in sorted(finder.candidates.items()):
+        if len(items) > 1:
+            conflicts[student] = [path for path, _ in items]
             continue
-        if not given.is_dir():
-            skipped[str(given)] = "no such file or folder"
-            continue
-        for entry in sorted(filter(_visible, given.iterdir())):
-            if _is_submission(entry):
-                by_student[entry.stem].append(entry)
-            elif entry.is_dir():
-                inside = sorted(p for p in entry.iterdir() if _visible(p) and _is_submission(p))
-                if inside:
-                    by_student[entry.name].extend(inside)
-                else:
-                    skipped[str(entry)] = "a folder without a notebook or module"
-            else:
-                skipped[str(entry)] = "not a .ipynb notebook or .py module"
-    found = [Found(student=s, path=ps[0]) for s, ps in sorted(by_student.items()) if len(ps) == 1]
-    conflicts = {s: ps for s, ps in sorted(by_student.items()) if len(ps) > 1}
-    return Discovery(submissions=found, conflicts=conflicts, skipped=skipped)
+        [(path, why)] = items
+        if why is None:
+            submissions.append(Found(student=student, path=path))
+        else:
+            problems.append(Problem(student=student, path=display_path(path), reason=why))
+    return Discovery(submissions=submissions, conflicts=conflicts, skipped=finder.skipped, problems=problems)

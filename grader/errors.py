@@ -3,16 +3,17 @@
     GraderError                 base; `exit_code` is what the CLI exits with
     ├── UsageError              bad command line (exit 2)
     ├── SubmissionUnreadable    a file that cannot be read as a submission (exit 2)
+    │   └── WrongAssignment     a notebook that names an assignment not graded here (exit 2)
     ├── SpecInvalid             an assignment folder whose spec does not load (exit 2)
     ├── AssignmentNotFound      no assignment folder with that id (exit 2)
+    ├── AssignmentBug           the instructor's code (references, generators, checks.py) raised (exit 3)
     └── KernelError             the execution layer failed (never a student's fault)
-        ├── KernelStartFailed   no kernel could be started at all (exit 3)
-        ├── KernelDied          the kernel process went away while running a cell
-        └── CellTimedOut        a cell ran past its deadline
+        └── KernelStartFailed   no kernel could be started at all (exit 3)
 
-Student problems (a raising cell, a hang, a dead kernel) become statuses in the report; only
-infrastructure faults and bad input reach the CLI as exceptions. Each class keeps its structured
-fields as attributes and pickles with them, because batch workers send errors across processes.
+Student problems (a raising cell, a hang, a dead kernel, a hostile message) become statuses in
+the report; only infrastructure faults and bad input reach the CLI as exceptions. Which is which
+is decided in one place, `grader.faults`. Each class keeps its structured fields as attributes
+and pickles with them, because batch workers send errors across processes.
 """
 
 from __future__ import annotations
@@ -47,6 +48,25 @@ class SubmissionUnreadable(GraderError):
         self.reason = reason
 
 
+class WrongAssignment(SubmissionUnreadable):
+    """A notebook's `grader.assignment` is not an assignment here, or not the one being graded.
+
+    The assignment is always the instructor's (-a, or the batch's): what a notebook names is only
+    checked against it, never loaded. `claimed` is already safe to print (a capped repr when it is
+    not a known id); `expected` is the assignment graded instead, None when the claim is unknown.
+    """
+
+    def __init__(self, path: str, claimed: str, expected: str | None = None, *,
+                 graded: str = "this batch grades"):
+        if expected is None:
+            reason = f"this notebook says it is for {claimed}, which is not an assignment here"
+        else:
+            reason = f"this notebook says it is for {claimed}, but {graded} {expected}"
+        super().__init__(path, reason)
+        self.claimed = claimed
+        self.expected = expected
+
+
 class SpecInvalid(GraderError):
     """An assignment spec failed validation; `problems` holds one plain line per field."""
 
@@ -66,6 +86,18 @@ class AssignmentNotFound(GraderError):
         self.known = known
 
 
+class AssignmentBug(GraderError):
+    """Instructor code raised on the grader's own inputs, or a check raised on the reference
+    solution: the assignment is broken, not the submission."""
+
+    exit_code = 3
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"the assignment is broken: {where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+
 class KernelError(GraderError):
     """The kernel layer failed."""
 
@@ -78,20 +110,3 @@ class KernelStartFailed(KernelError):
     def __init__(self, reason: str):
         super().__init__(f"could not start a Python kernel: {reason}")
         self.reason = reason
-
-
-class KernelDied(KernelError):
-    """The kernel process exited while a cell was running."""
-
-    def __init__(self, cell_index: int | None = None):
-        super().__init__(f"the kernel died while running cell {cell_index}")
-        self.cell_index = cell_index
-
-
-class CellTimedOut(KernelError):
-    """A cell ran past its deadline."""
-
-    def __init__(self, cell_index: int | None, seconds: float):
-        super().__init__(f"cell {cell_index} ran longer than {seconds:g} s")
-        self.cell_index = cell_index
-        self.seconds = seconds

@@ -2,6 +2,11 @@
 
 Both are rebuilt from the reports alone (the gradebook keeps them), so `grade export OUT`
 can regenerate them without grading anything again.
+
+Both carry student text (ids from folder names, error messages), made inert by `grader.inert`:
+in summary.csv every text cell is neutralised against formula injection (OWASP's CSV
+Injection page) and quoted, while the grader's numbers stay unquoted numbers; in results.json
+the `output` strings Gradescope shows keep their newlines and lose every other control.
 """
 
 from __future__ import annotations
@@ -10,11 +15,31 @@ import csv
 import json
 from pathlib import Path
 
+from grader.inert import csv_cell, text
 from grader.report import Report
 
 
+class _Number(float):
+    """A score in summary.csv: written unquoted and as `:g` writes it (12, 12.5, -2)."""
+
+    def __repr__(self) -> str:  # the csv module writes a float's repr
+        return format(float(self), "g")
+
+    __str__ = __repr__
+
+
+def _cells(row: list[object]) -> list[object]:
+    return [cell if isinstance(cell, _Number) else csv_cell(cell) for cell in row]
+
+
 def write_summary_csv(reports: dict[str, Report], path: Path) -> Path:
-    """One row per student: status, total, max, then each exercise's score (sorted by student)."""
+    """One row per student: status, total, max, then each exercise's score (sorted by student).
+
+    UTF-8, one header row. Text cells are quoted and `inert.csv_cell`-neutralised (a student id
+    `=HYPERLINK(...)` is written `'=HYPERLINK(...)`, and a `;` inside it cannot start a cell in a
+    spreadsheet that splits on `;`); scores are unquoted numbers, so a reader with
+    `csv.QUOTE_NONNUMERIC` reads them back as floats. An exercise a report lacks is an empty cell.
+    """
     exercises: list[str] = []
     for report in reports.values():
         for e in report.exercises:
@@ -22,39 +47,47 @@ def write_summary_csv(reports: dict[str, Report], path: Path) -> Path:
                 exercises.append(e.id)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "assignment", "status", "score", "max_score", *exercises, "error"])
+        writer = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC)
+        header = ["student", "assignment", "status", "score", "max_score", *exercises, "error"]
+        writer.writerow(_cells(header))
         for student in sorted(reports):
             r = reports[student]
             by_id = {e.id: e.score for e in r.exercises}
-            writer.writerow([student, r.assignment, r.status, f"{r.score:g}", f"{r.max_score:g}",
-                             *(f"{by_id[e]:g}" if e in by_id else "" for e in exercises), r.error or ""])
+            writer.writerow(_cells([student, r.assignment, r.status, _Number(r.score), _Number(r.max_score),
+                                    *(_Number(by_id[e]) if e in by_id else "" for e in exercises),
+                                    r.error or ""]))
     tmp.replace(path)
     return path
 
 
 def gradescope_results(report: Report) -> dict:
-    """Gradescope's autograder format: hidden-input checks are shown after publication."""
+    """Gradescope's autograder format: hidden-input checks are shown after publication.
+
+    Gradescope shows `name` and `output` to the student as text: they keep their newlines and
+    have every other control, escape and invisible character escaped (`inert.text`)."""
     tests = [
         {
-            "name": f"{c.id}: {c.title}",
+            "name": text(f"{c.id}: {c.title}"),
             "score": c.score,
             "max_score": c.max_score,
             "status": "passed" if c.status == "passed" else "failed",
-            "output": c.message or "",
+            "output": text(c.message or ""),
             "visibility": "after_published" if c.hidden else "visible",
         }
         for e in report.exercises for c in e.checks
     ]
-    output = report.error or f"{report.assignment}: {report.score:g} / {report.max_score:g}"
+    output = text(report.error or f"{report.assignment}: {report.score:g} / {report.max_score:g}")
     return {"score": report.score, "execution_time": report.duration_s, "output": output, "tests": tests}
 
 
 def write_gradescope(reports: dict[str, Report], out_dir: Path) -> Path:
-    """OUT/gradescope/<student>/results.json for every student."""
+    """OUT/gradescope/<student>/results.json for every student (<student>: discovery's
+    student_file_stem, a safe folder name distinct per id; the id itself is inside)."""
+    from grader.discovery import student_file_stem
+
     root = out_dir / "gradescope"
     for student, report in reports.items():
-        folder = root / student
+        folder = root / student_file_stem(student)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "results.json").write_text(json.dumps(gradescope_results(report), indent=2) + "\n",
                                              encoding="utf-8")

@@ -1,28 +1,41 @@
 """One fresh Jupyter kernel for one submission: start it, run cells with deadlines, kill it.
 
-This is the only module that knows nbclient and jupyter_client. Their timeouts and dead-kernel
-errors become a `CellRun` status here, so the rest of the grader sees plain results. Outputs are
+This is the only module that knows nbclient, and with grader.wire (which reads the kernel's
+messages for it) the only one that knows jupyter_client. Their timeouts and dead-kernel errors
+become a `CellRun` status here, so the rest of the grader sees plain results. Outputs are
 not kept except errors and the probe's observations: a student cell that prints 50 MB costs
 nothing but its own time, and stale or fake output can never reach a verdict.
+
+Every message is read through `grader.wire` (bounded sockets, a strict Session): output that is
+not kept is dropped before it is parsed, and a message the grader cannot authenticate or parse
+ends the cell as if the kernel had died (`CellRun.status == "died"`, the reason in `evalue`),
+and the kernel is killed. Ctrl-C (KeyboardInterrupt) during a cell kills the kernel and
+propagates at once; the kernel runs in its own session, so the terminal's Ctrl-C reaches only
+the grader.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Awaitable, Callable, Literal
 
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_core.utils import run_sync
+from jupyter_core.utils import ensure_event_loop, run_sync
 from pydantic import BaseModel
 
 from grader.errors import KernelStartFailed
 from grader.probe.protocol import MIME_TYPE
 from grader.sandbox import Sandbox, SandboxPolicy, available
+from grader.wire import DROPPED, FRAME_CAPS, BoundedSockets, GraderSession, MessageRejected, bounded_context
 
 STARTUP_TIMEOUT_S = 60
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:"]  # no history database per kernel
@@ -45,19 +58,135 @@ def _client_class() -> type:
     """nbclient (and nbformat's validator) load only once a kernel is launched: they are slow
     to import, and the kernel boots meanwhile."""
     from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+    from nbformat import NotebookNode
 
     class QuietClient(NotebookClient):
-        """Keeps only error outputs and probe observations; the rest is dropped on arrival."""
+        """Keeps only the first error output and the probe's observations. Messages come checked
+        and cut down by grader.wire; the ones it dropped unparsed are ignored here."""
+
+        rejected: MessageRejected | None = None  # why the current cell's kernel is to be killed
+
+        def process_message(self, msg, cell, cell_index):
+            if msg.get(DROPPED):
+                return None  # stream, clear_output, comm_*, ...: never parsed, never acted on
+            return super().process_message(msg, cell, cell_index)
 
         def output(self, outs, msg, display_id, cell_index):
-            msg_type = msg["msg_type"]
-            if msg_type == "error":
-                return super().output(outs, msg, None, cell_index)
-            if msg_type == "display_data" and MIME_TYPE in msg["content"].get("data", {}):
-                return super().output(outs, msg, None, cell_index)
-            return None
+            msg_type, content = msg["msg_type"], msg["content"]
+            if msg_type == "error" and not any(o["output_type"] == "error" for o in outs):
+                out = NotebookNode(output_type="error", ename=content["ename"], evalue=content["evalue"],
+                                   traceback=[])
+            elif msg_type == "display_data" and MIME_TYPE in content.get("data", {}):
+                out = NotebookNode(output_type="display_data", data=content["data"], metadata={})
+            else:
+                return None
+            outs.append(out)
+            return out
+
+        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+            try:
+                await super()._async_poll_output_msg(parent_msg_id, cell, cell_index)
+            except MessageRejected as exc:
+                # End the cell now, as nbclient does for a dead kernel (not when the reply comes).
+                self.rejected = exc
+                if self.task_poll_for_reply is not None:
+                    self.task_poll_for_reply.cancel()
+
+        async def _async_check_alive(self):
+            broken = self.kc.broken_connection() if self.kc is not None else None
+            if broken:
+                # A kernel that exits closes its sockets too: give it a moment to be seen dead.
+                for _ in range(10):
+                    if not await self.kc.is_alive():
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    self.rejected = _dropped_connection(broken)
+                    raise DeadKernelError("the kernel sent a message the grader could not accept")
+            await super()._async_check_alive()
 
     return QuietClient
+
+
+def _dropped_connection(channel: str) -> MessageRejected:
+    return MessageRejected(f"its {channel} connection dropped while the kernel was running, which a frame "
+                           f"larger than {FRAME_CAPS[channel] // 2**20} MiB causes")
+
+
+class _Sigint:
+    """While a cell runs in the main thread, Ctrl-C cancels it through the event loop (which wakes
+    at once) instead of raising KeyboardInterrupt wherever the loop happens to be."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Future):
+        self.fired = False
+        self._loop, self._task = loop, task
+        self._installed = (threading.current_thread() is threading.main_thread()
+                           and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        if self._installed:
+            try:
+                loop.add_signal_handler(signal.SIGINT, self._fire)
+            except (ValueError, RuntimeError, NotImplementedError):
+                self._installed = False
+
+    def _fire(self) -> None:
+        self.fired = True
+        self._task.cancel()
+
+    def remove(self) -> None:
+        if self._installed:
+            self._loop.remove_signal_handler(signal.SIGINT)  # back to default_int_handler
+            self._installed = False
+
+
+def _drive(make: Callable[[], Awaitable[Any]]) -> Any:
+    """Run nbclient's coroutine to the end in this thread's loop (as nbclient's run_sync does), then
+    cancel and settle every task it left behind, so none runs on into the next cell or reports an
+    unretrieved exception later. Ctrl-C ends it within a moment, as KeyboardInterrupt."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # inside a running loop (a notebook): jupyter_core runs it in its helper thread
+        return run_sync(make)()
+    loop = ensure_event_loop()
+    created: list[asyncio.Future] = []
+    previous = loop.get_task_factory()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future:
+        task = previous(loop, coro, **kwargs) if previous else asyncio.Task(coro, loop=loop, **kwargs)
+        created.append(task)
+        return task
+
+    loop.set_task_factory(factory)
+    try:
+        main = loop.create_task(make())
+        sigint = _Sigint(loop, main)
+        try:
+            result = loop.run_until_complete(main)
+        except BaseException:
+            if sigint.fired:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            sigint.remove()
+        if sigint.fired:
+            raise KeyboardInterrupt
+        return result
+    finally:
+        loop.set_task_factory(previous)
+        _settle(loop, created)
+
+
+def _settle(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Future]) -> None:
+    pending = [t for t in tasks if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=2))
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: nothing is logged about it later
 
 
 def _code_cell(source: str) -> Any:
@@ -66,14 +195,36 @@ def _code_cell(source: str) -> Any:
     return new_code_cell(source)
 
 
-class _SandboxedKernelManager(AsyncKernelManager):
-    """Starts the kernel command inside the sandbox's layers."""
+class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
+    """Starts the kernel command inside the sandbox's layers; talks to it through grader.wire."""
 
     sandbox: Sandbox | None = None
+
+    def _context_default(self) -> Any:
+        self._created_context = True
+        return bounded_context()
+
+    def _session_default(self) -> GraderSession:
+        return GraderSession(parent=self)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
         return self.sandbox.wrap(cmd, self.connection_file) if self.sandbox else cmd
+
+
+SOCKET_PATH_MAX = 107
+"""Bytes of a unix socket path (sun_path, less its NUL); the kernel's ipc sockets live in its
+scratch directory as `kernel-ipc-<port>`."""
+
+
+def scratch_directory() -> Path:
+    """A fresh scratch directory under TMPDIR (any writable directory: SLURM and CI runners set
+    it), or under /tmp where TMPDIR's path is too long for the kernel's ipc sockets."""
+    longest = len("/grade-12345678/kernel-ipc-65535")
+    base = tempfile.gettempdir()
+    if len(os.fsencode(base)) + longest > SOCKET_PATH_MAX:
+        base = "/tmp"
+    return Path(tempfile.mkdtemp(prefix="grade-", dir=base))
 
 
 class Kernel:
@@ -81,7 +232,7 @@ class Kernel:
 
     def __init__(self, *, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None,
                  warm: bool = False):
-        self.scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+        self.scratch = scratch_directory()
         self._kernel_name = kernel_name
         self._args = KERNEL_ARGS + (WARM_ARGS if warm else [])
         self._sandbox = Sandbox(self.scratch, sandbox, available()) if sandbox else None
@@ -94,22 +245,26 @@ class Kernel:
         if self._km is not None:
             return self
         km = _SandboxedKernelManager(
-            kernel_name=self._kernel_name, transport="ipc", ip=str(self.scratch / "kernel-ipc")
+            kernel_name=self._kernel_name, transport="ipc", ip=str(self.scratch / "kernel-ipc"),
+            client_class="grader.wire.GraderClient",
         )
         km.connection_file = str(self.scratch / "connection.json")  # never in a shared runtime dir
+        self._km = km
         try:
             if self._sandbox:
                 self._sandbox.prepare()
                 km.sandbox = self._sandbox
             # The kernel's own stdout/stderr are not the student's output (that comes over
-            # iopub): keep them off the grader's terminal.
+            # iopub): keep them off the grader's terminal. Its own session (jupyter_client's
+            # default too) keeps the terminal's Ctrl-C away from it: that is the grader's.
             run_sync(km.start_kernel)(extra_arguments=self._args, cwd=str(self.scratch),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except Exception as exc:  # jupyter_client raises many kinds here; all mean "no kernel"
-            if self._sandbox:
-                self._sandbox.cleanup()
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
+        except BaseException as exc:  # jupyter_client raises many kinds here; all mean "no kernel"
+            self.kill()  # a process may have started (e.g. Ctrl-C came in the middle)
+            if not isinstance(exc, Exception):
+                raise
             raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
-        self._km = km
         return self
 
     def start(self) -> Kernel:
@@ -133,39 +288,78 @@ class Kernel:
         self._client = client
         try:
             client.start_new_kernel_client()
-        except Exception as exc:
+            client.kc.watch_connections()
+        except BaseException as exc:
             self.kill()
+            if not isinstance(exc, Exception):
+                raise
             raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from None
         self.alive = True
         return self
 
-    def run(self, code: str, timeout: float) -> CellRun:
-        """Run one cell. Never raises for what the code does; a hung kernel is killed."""
+    def run(self, code: str, timeout: float, *, observations: bool = False) -> CellRun:
+        """Run one cell. Never raises for what the code does (KeyboardInterrupt passes, with the
+        kernel killed); a hung kernel is killed, and so is one that sends a message the grader
+        cannot accept. The probe's observations are collected only with `observations=True`
+        (probe cells): a student cell's observation-shaped output is dropped unread."""
         if not self.alive or self._client is None:
             return CellRun(status="died", evalue="the kernel is not running")
         from nbclient.exceptions import CellTimeoutError, DeadKernelError  # loaded by start()
 
+        client = self._client
         cell = _code_cell(code)
-        self._client.nb.cells = [cell]
-        self._client.timeout = max(1, round(timeout))
+        client.nb.cells = [cell]
+        client.timeout = max(1, round(timeout))
+        client.rejected = None
+        client.kc.session.observations = observations
+        client.kc.session.observation_bytes = 0
         started = time.monotonic()
         try:
-            self._client.execute_cell(cell, 0)
+            _drive(functools.partial(client.async_execute_cell, cell, 0))
+            broken = client.rejected or self._broken(client)
         except CellTimeoutError:
-            # Kill rather than interrupt: an interrupt can be ignored, and nbclient leaves the
-            # timed-out cell's output reader running, which would swallow later cells' output.
-            self.kill()
-            return self._finish(CellRun(status="timeout", evalue=f"still running after {timeout:g} s"),
-                                cell, started)
+            broken = client.rejected
+            if broken is None:
+                # Kill rather than interrupt: an interrupt can be ignored, and nbclient leaves the
+                # timed-out cell's output reader running, which would swallow later cells' output.
+                self.kill()
+                return self._finish(CellRun(status="timeout", evalue=f"still running after {timeout:g} s"),
+                                    cell, started)
         except DeadKernelError:
-            self.kill()  # release its channels; the process is already gone
-            return self._finish(CellRun(status="died", evalue="the kernel process died"), cell, started)
+            broken = client.rejected
+            if broken is None:
+                self.kill()  # release its channels; the process is already gone
+                return self._finish(CellRun(status="died", evalue="the kernel process died"), cell, started)
+        except MessageRejected as exc:
+            broken = exc
+        except Exception as exc:  # nbclient choked on a message that got through: still the kernel's
+            broken = MessageRejected(f"handling it failed ({type(exc).__name__})")
+        except BaseException:  # KeyboardInterrupt, SystemExit: the grader is stopping
+            self.kill()
+            raise
+        if broken is not None:
+            self.kill()
+            return self._finish(CellRun(status="died", evalue=str(broken)), cell, started)
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if errors:
             run = CellRun(status="error", ename=errors[0].get("ename"), evalue=errors[0].get("evalue"))
         else:
             run = CellRun(status="ok")
         return self._finish(run, cell, started)
+
+    def _broken(self, client: Any) -> MessageRejected | None:
+        """A dropped connection (an oversized frame) that the cell's end came before nbclient's
+        check noticed; not when the kernel exited meanwhile (the next cell finds it dead)."""
+        name = client.kc.broken_connection() if client.kc is not None else None
+        if name is None:
+            return None
+        process = getattr(getattr(self._km, "provisioner", None), "process", None)
+        deadline = time.monotonic() + 0.5
+        while process is not None and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if process is not None and process.poll() is not None:
+            return None
+        return _dropped_connection(name)
 
     @staticmethod
     def _finish(run: CellRun, cell: Any, started: float) -> CellRun:
@@ -175,6 +369,14 @@ class Kernel:
             if o.get("output_type") == "display_data" and MIME_TYPE in o.get("data", {})
         ]
         return run.model_copy(update={"observations": observations, "seconds": time.monotonic() - started})
+
+    def stop_strays(self) -> int:
+        """Kill every process of the kernel's sandbox but the kernel itself (daemons included);
+        return how many were killed. 0 without a sandbox or its cgroup layer."""
+        process = getattr(getattr(self._km, "provisioner", None), "process", None)
+        if self._sandbox is None or process is None or process.poll() is not None:
+            return 0
+        return self._sandbox.stop_strays(process.pid)
 
     def kill(self) -> None:
         """Kill the kernel now (no graceful shutdown: nothing in it is worth waiting for)."""

@@ -13,8 +13,8 @@ from grader import assignment as assignments
 from grader.assignment import Assignment
 from grader.checks import Check, Context, build
 from grader.checks.base import CheckOutcome
-from grader.checks.custom import CustomCheckFailed
-from grader.errors import UsageError
+from grader.errors import AssignmentBug, UsageError, WrongAssignment
+from grader.faults import one_line
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.probe.protocol import Observation, Request
@@ -22,8 +22,8 @@ from grader.report import ExerciseResult, Report, SubmissionRef, environment
 from grader.scoring import score_check, score_exercise, total
 from grader.sandbox import Isolation, SandboxPolicy, available
 from grader.session import Session
-from grader.spec import ExerciseSpec
-from grader.submission import Submission, read_submission
+from grader.spec import CheckSpec, ExerciseSpec
+from grader.submission import Submission, claim_text, read_submission
 
 Plan = list[tuple[ExerciseSpec, list[Check]]]
 
@@ -41,17 +41,31 @@ def kernels_for(options: GradeOptions) -> Callable[[], Kernel]:
 
 
 def choose_assignment(submission: Submission, options: GradeOptions) -> str:
-    """-a, else the notebook's `grader.assignment` metadata, else the file name, else the only one."""
-    if options.assignment:
-        return options.assignment
-    if submission.assignment_hint:
-        return submission.assignment_hint
+    """-a (the instructor's: an id or a folder), else the notebook's `grader.assignment`, else the
+    file name, else the only one.
+
+    What a notebook names is the student's: it may only be the id of an assignment in the
+    assignments folder (never a path, so nothing in the submissions folder is loaded as instructor
+    code), and with -a it must be that one. Otherwise the submission is not gradable:
+    WrongAssignment (an error report in a batch, exit 2 for one file).
+    """
     known = assignments.available()
+    hint = submission.assignment_hint
+    if hint is not None and hint not in known:
+        raise WrongAssignment(submission.path, claim_text(hint))
+    if options.assignment:
+        if hint is not None:
+            wanted = assignments.resolve(options.assignment).resolve()
+            if assignments.resolve(hint).resolve() != wanted:
+                raise WrongAssignment(submission.path, hint, wanted.name, graded="it is being graded as")
+        return options.assignment
+    if hint is not None:
+        return str(assignments.assignments_dir() / hint)  # the instructor's folder, never one elsewhere
     stem = Path(submission.path).stem
     if stem in known:
-        return stem
+        return str(assignments.assignments_dir() / stem)
     if len(known) == 1:
-        return known[0]
+        return str(assignments.assignments_dir() / known[0])
     raise UsageError(f"cannot tell which assignment {submission.path} is for; pass -a ({', '.join(known)})")
 
 
@@ -81,7 +95,7 @@ class _Preparation:
         if self._thread:
             self._thread.join()
         if self._error:
-            raise CustomCheckFailed(f"checks.py prepare() failed: {self._error!r}") from self._error
+            raise AssignmentBug("checks.py prepare()", one_line(self._error)) from self._error
 
 
 class Prober(Protocol):
@@ -99,13 +113,22 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float) -> dict
     return observations
 
 
+def judge_one(check: Check, spec: CheckSpec, observations: dict[str, Observation]) -> CheckOutcome:
+    """One check's verdict. The observations are the student's: whatever they hold, a check that
+    raises on them gives that check an `error` (the exception kept for the instructor), never an
+    exception out of the grader."""
+    try:
+        return check.judge(observations)
+    except Exception as exc:  # noqa: BLE001 - the boundary between student data and check code
+        return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
+                            judge_error=f"{check.full_id} raised {one_line(exc)}")
+
+
 def judge(checks_plan: Plan, observations: dict[str, Observation]) -> list[ExerciseResult]:
     results = []
     for exercise, checks in checks_plan:
-        scored = []
-        for spec, check in zip(exercise.checks, checks):
-            outcome: CheckOutcome = check.judge(observations)
-            scored.append(score_check(check.full_id, spec, outcome))
+        scored = [score_check(check.full_id, spec, judge_one(check, spec, observations))
+                  for spec, check in zip(exercise.checks, checks)]
         results.append(score_exercise(exercise, scored))
     return results
 
@@ -150,5 +173,6 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
         duration_s=round(time.monotonic() - started, 3),
         environment=environment(),
         cell_problems=session.problems,
+        cell_problems_omitted=session.problems_omitted,
         isolation=isolation_for(options),
     )

@@ -1,10 +1,18 @@
-"""A one-line progress bar for batches: done / total, failures, ETA; silent off a terminal."""
+"""A one-line progress bar for batches: done / total, failures, ETA; silent off a terminal.
+
+It may name the submission last graded (`update(ok, label=student)`): that label is a student's
+folder or file name, so it is made inert and capped (`grader.inert.name`) before it is drawn.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
 from typing import TextIO
+
+from grader.inert import name
+
+LABEL_LIMIT = 32  # characters of the last submission's name on the bar
 
 
 class Progress:
@@ -13,11 +21,14 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = self.stream.isatty() and total > 0
         self._started = time.monotonic()
+        self._label = ""
+        self._drawn = 0  # length of the line drawn last, to blank what a shorter one leaves
         self._draw()
 
-    def update(self, ok: bool) -> None:
+    def update(self, ok: bool, label: str | None = None) -> None:
         self.done += 1
         self.failed += 0 if ok else 1
+        self._label = "" if label is None else name(label, LABEL_LIMIT)
         self._draw()
 
     def _draw(self) -> None:
@@ -28,8 +39,10 @@ class Progress:
         elapsed = time.monotonic() - self._started
         eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
         eta_text = f"ETA {int(eta // 60)}:{int(eta % 60):02d}" if self.done else "ETA --:--"
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
-                          f"  failed {self.failed}  {eta_text} ")
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
+                f"  failed {self.failed}  {eta_text} " + (f" last: {self._label} " if self._label else ""))
+        self.stream.write("\r" + line + " " * max(self._drawn - len(line), 0))
+        self._drawn = len(line)
         self.stream.flush()
 
     def close(self) -> None:

@@ -1,7 +1,13 @@
-"""The terminal summary of a report: per exercise score / max, each failed check and why."""
+"""The terminal summary of a report: per exercise score / max, each failed check and why.
+
+Every string that comes from a report is made inert (`grader.inert`) before it is laid out or
+painted: a student's message, file name or id can neither move the cursor, clear the screen,
+reverse text nor start a line of its own; only the grader's own colour codes reach the terminal.
+"""
 
 from __future__ import annotations
 
+from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, name, terminal
 from grader.report import ExerciseResult, Report
 
 _MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "skipped": "-"}
@@ -15,36 +21,39 @@ def _check_lines(ex: ExerciseResult) -> list[str]:
     """Why points were lost: "not answered yet" once, or each failed check with its message."""
     if all(c.status == "failed" and (c.message or "").startswith("Not answered yet") for c in ex.checks):
         names = sorted({c.message.split("`")[1] for c in ex.checks if c.message and "`" in c.message})
-        return [f"      - not answered yet: define {', '.join(names)}"]
+        return [f"      - not answered yet: define {', '.join(name(n) for n in names)}"]
     lines = []
     for c in ex.checks:
         if c.status != "passed":
             tag = " (hidden inputs)" if c.hidden else ""
-            lines.append(f"      {_MARK[c.status]} {c.id}{tag}, {_points(c.max_score)} pts: {c.message}")
+            lines.append(f"      {_MARK[c.status]} {name(c.id)}{tag}, {_points(c.max_score)} pts: "
+                         f"{terminal(c.message, MESSAGE_LIMIT)}")
     return lines
 
 
 def summary_exercise(ex: ExerciseResult) -> str:
     """One exercise, for the notebook's self-check cells."""
     head = "✅" if ex.score == ex.max_score else "❌"
-    return "\n".join([f"{head} {ex.title}: {_points(ex.score)} / {_points(ex.max_score)}"] + _check_lines(ex))
+    return "\n".join([f"{head} {terminal(ex.title)}: {_points(ex.score)} / {_points(ex.max_score)}"]
+                     + _check_lines(ex))
 
 
 def summary(report: Report, *, color: bool = False) -> str:
-    def paint(text: str, code: str) -> str:
+    def paint(text: str, code: str) -> str:  # `text` is inert already: paint only what is
         return f"\033[{code}m{text}\033[0m" if color else text
 
-    lines = [f"{report.assignment} · {report.submission.path}"]
+    lines = [f"{name(report.assignment)} · {terminal(report.submission.path, PATH_LIMIT)}"]
     if report.status == "error":
-        lines.append(paint(f"  not graded: {report.error}", "31"))
-    width = max((len(e.title) for e in report.exercises), default=0)
-    for ex in report.exercises:
+        lines.append(paint(f"  not graded: {terminal(report.error, MESSAGE_LIMIT)}", "31"))
+    titles = [terminal(ex.title) for ex in report.exercises]
+    width = max((len(t) for t in titles), default=0)
+    for ex, title in zip(report.exercises, titles):
         full = ex.score == ex.max_score
         score = f"{_points(ex.score):>4} / {_points(ex.max_score)}"
-        lines.append(f"  {ex.title:<{width}}  {paint(score, '32' if full else '33')}")
+        lines.append(f"  {title:<{width}}  {paint(score, '32' if full else '33')}")
         lines.extend(_check_lines(ex))
     for problem in report.cell_problems:
-        lines.append(paint(f"  note: {problem.message}", "2"))
+        lines.append(paint(f"  note: {terminal(problem.message, MESSAGE_LIMIT)}", "2"))
     total = f"{_points(report.score)} / {_points(report.max_score)}"
     lines.append(f"Total {paint(total, '1')}   (seed {report.seed}, {report.duration_s:.1f} s)")
     return "\n".join(lines)

@@ -1,4 +1,10 @@
-"""The JSON report (schema_version 1, as in DESIGN.md), its models and its writer."""
+"""The JSON report (schema_version 1, as in DESIGN.md), its models and its writer.
+
+A leaf module: it imports nothing of the grader's execution layer (no kernel, sandbox or check
+code), so reading or writing a report loads only pydantic, and the shapes a report carries
+(`CellProblem`, `Isolation`, `CheckStatus`) are defined here, where a change to them is visibly a
+change to the report's schema.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +15,32 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grader.checks.base import CheckStatus
-from grader.sandbox import Isolation
-from grader.session import CellProblem
-
 REPORT_SCHEMA_VERSION = 1
+
+CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped"]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class CellProblem(_Model):
+    """A student cell that did not complete normally (reported to the student)."""
+
+    cell: int
+    where: str
+    status: Literal["error", "timeout", "died", "skipped"]
+    message: str
+
+
+class Isolation(_Model):
+    """Which sandbox layers were in force for a report (recorded in it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sandboxed: bool = Field(description="every layer was in force")
+    layers: list[str]
+    missing: dict[str, str] = Field(default_factory=dict, description="layer -> why it is missing")
 
 
 class SubmissionRef(_Model):
@@ -34,6 +57,9 @@ class CheckResult(_Model):
     max_score: float
     hidden: bool
     message: str | None
+    judge_error: str | None = Field(
+        default=None, description="the check's own code raised on this answer (for the instructor): "
+        "on the reference solution that is an assignment bug, which `grade validate` reports")
 
 
 class ExerciseResult(_Model):
@@ -64,8 +90,9 @@ class Report(_Model):
     duration_s: float
     environment: Environment
     cell_problems: list[CellProblem] = Field(
-        default_factory=list, description="student cells that raised, hung or killed the kernel"
+        default_factory=list, description="student cells that raised, hung or killed the kernel (the first 20)"
     )
+    cell_problems_omitted: int = Field(default=0, ge=0, description="further cell problems, counted, not listed")
     isolation: Isolation = Field(description="the sandbox layers in force while grading")
 
 

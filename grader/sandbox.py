@@ -6,6 +6,8 @@ Layers, each optional so that grading degrades honestly where one is missing:
                  /usr, the interpreter, the venv, the probe file and the kernel's scratch directory;
                  a private size-limited /tmp; the environment cleared; dies with the grader
     user         setpriv drops to an unprivileged uid/gid with no capabilities and no_new_privs
+    seccomp      a system-call denylist (grader/seccomp.py) that bubblewrap loads before it runs
+                 the command: no key ring, file locks, inotify, mounts, namespaces, tracing, ...
     cgroups      cgroup v1 memory and pids controllers: limits for the whole process tree, and
                  a list of every process to kill when grading ends
     rlimits      prlimit: file size, CPU time, open files, no core dumps (clean errors)
@@ -13,6 +15,9 @@ Layers, each optional so that grading degrades honestly where one is missing:
 
 The grader talks to the kernel over unix sockets (jupyter's ipc transport) inside the scratch
 directory, which is the only host path the kernel can write.
+
+From the grader's side, `stop_strays()` kills every process of the sandbox but the kernel (a
+daemon that double-forked is out of the kernel's reach), and `cleanup()` kills them all.
 """
 
 from __future__ import annotations
@@ -29,10 +34,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LAYERS = ("namespaces", "user", "cgroups", "rlimits", "scratch")
+from grader import seccomp
+from grader.report import Isolation
+
+LAYERS = ("namespaces", "user", "seccomp", "cgroups", "rlimits", "scratch")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
 ENV_PASSED = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+SECCOMP_FD = 9  # the privileged wrapper opens the filter on this fd for `bwrap --seccomp`
+BWRAP_LEVELS = 3  # bwrap processes above the kernel: 2 (the outer one, its pid-1 init); a bound
 
 
 class SandboxPolicy(BaseModel):
@@ -49,16 +59,6 @@ class SandboxPolicy(BaseModel):
     scratch_bytes: int = Field(default=512 * 2**20, description="size of the scratch tmpfs")
     uid: int = 65534
     gid: int = 65534
-
-
-class Isolation(BaseModel):
-    """Which layers were in force for a report (recorded in it)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    sandboxed: bool = Field(description="every layer was in force")
-    layers: list[str]
-    missing: dict[str, str] = Field(default_factory=dict, description="layer -> why it is missing")
 
 
 def _own_cgroup(controller: str) -> Path | None:
@@ -96,10 +96,40 @@ def available() -> Isolation:
         missing["rlimits"] = "prlimit is not installed"
     if not root:
         missing["scratch"] = "needs root to mount a size-limited tmpfs"
-    if "namespaces" in missing:  # the user layer runs inside bubblewrap
+    why = seccomp.unavailable_reason()
+    if why:
+        missing["seccomp"] = why
+    if "namespaces" in missing:  # the user and seccomp layers run inside bubblewrap
         missing.setdefault("user", "needs bubblewrap")
+        missing.setdefault("seccomp", "needs bubblewrap")
     layers = [layer for layer in LAYERS if layer not in missing]
     return Isolation(sandboxed=not missing, layers=layers, missing=missing)
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks since boot) of a process, from /proc/<pid>/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19])  # fields 4 and 22 of proc(5), after "pid (comm)"
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie (dead, waiting for its parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X", "x")
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class Sandbox:
@@ -149,13 +179,17 @@ class Sandbox:
         """The command that starts `argv` (the kernel) inside every available layer."""
         p = self.policy
         cmd: list[str] = []
-        if self.has("cgroups") or self.has("user"):
-            # A shell, still privileged, joins the cgroups and hands over the connection file.
+        if self.has("cgroups") or self.has("user") or self.has("seccomp"):
+            # A shell, still privileged, joins the cgroups, hands over the connection file and
+            # opens the seccomp filter (root's alone) on a fixed fd that bwrap reads and closes.
             script = "".join(f'echo $$ > "{g}/cgroup.procs"; ' for g in self._cgroups)
             if self.has("user"):
                 script += f'chown {p.uid}:{p.gid} "$1"; '
-            script += 'shift; exec "$@"'
-            cmd += ["/bin/sh", "-c", script, "grader-sandbox", connection_file]
+            if self.has("seccomp"):
+                script += f'exec {SECCOMP_FD}<"$2"; '
+            script += 'shift 2; exec "$@"'
+            filter_path = str(seccomp.filter_file()) if self.has("seccomp") else ""
+            cmd += ["/bin/sh", "-c", script, "grader-sandbox", connection_file, filter_path]
         if self.has("rlimits"):
             limits = [f"--nofile={p.open_files}:{p.open_files}", "--core=0:0"]
             if p.file_bytes is not None:
@@ -177,6 +211,8 @@ class Sandbox:
                 "--setenv", "HOME", str(self.scratch),
                 "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
                 "--setenv", "MPLBACKEND", "Agg"]
+        if self.has("seccomp"):
+            args += ["--seccomp", str(SECCOMP_FD)]  # loaded last, in bwrap's init too
         for name in ENV_PASSED:
             if name in os.environ:
                 args += ["--setenv", name, os.environ[name]]
@@ -193,13 +229,19 @@ class Sandbox:
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--size", str(self.policy.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
         created: set[Path] = {Path("/"), Path("/tmp"), Path("/usr")}
-        for source in self._readonly_paths():
+        readonly = self._readonly_paths()
+        for source in readonly:
             for parent in reversed(source.parents):  # bwrap would copy a 0700 parent's mode
                 if parent not in created:
                     args += ["--perms", "0755", "--dir", str(parent)]
                     created.add(parent)
             args += ["--ro-bind", str(source), str(source)]
             created.add(source)
+        for parent in reversed(self.scratch.parents):  # TMPDIR=/var/tmp/x: /var, /var/tmp, ...
+            inside_readonly = any(parent == s or s in parent.parents for s in readonly)
+            if parent not in created and not inside_readonly:
+                args += ["--perms", "0755", "--dir", str(parent)]
+                created.add(parent)
         args += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch)]
         return args
 
@@ -209,6 +251,64 @@ class Sandbox:
         paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PROBE_DIR}
         inside_usr = [p for p in paths if p == Path("/usr") or Path("/usr") in p.parents]
         return sorted(p for p in paths if p not in inside_usr)
+
+    # ------------------------------------------------------------------ stray processes
+
+    def stop_strays(self, kernel_root_pid: int, timeout: float = 5.0) -> int:
+        """Kill (SIGKILL, as root, from the grader) every process in the sandbox's cgroup but the
+        chain that runs the kernel, wait until they are gone, and return how many were killed.
+
+        The chain is `kernel_root_pid` (the provisioner's process: the wrapper shell that
+        exec'd prlimit, then bwrap) and, with namespaces, bwrap's pid-1 init and the kernel
+        below it: from the root downwards, while the process is bwrap, its earliest-started
+        child. A double-forked daemon is a later child of that init, so it is not kept.
+        Without the cgroup layer there is no list of the sandbox's processes: 0."""
+        if not self._cgroups:
+            return 0
+        group = self._cgroups[-1]
+        procs = self._procs(group)
+        if kernel_root_pid not in procs:  # not this sandbox's kernel: touch nothing
+            return 0
+        keep = self._kernel_chain(kernel_root_pid, procs)
+        killed: set[int] = set()
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            strays = [pid for pid in self._procs(group) if pid not in keep and not _exited(pid)]
+            if not strays or time.monotonic() > deadline:
+                return len(killed)
+            for pid in strays:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except ProcessLookupError:
+                    pass
+            time.sleep(delay)  # a killed process takes a moment to exit
+            delay = min(delay * 2, 0.02)
+
+    @staticmethod
+    def _procs(group: Path) -> list[int]:
+        try:
+            return [int(x) for x in (group / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def _kernel_chain(self, root: int, procs: list[int]) -> set[int]:
+        chain = {root}
+        if not self.has("namespaces"):
+            return chain  # the wrapper exec'd into the kernel itself
+        bwrap = _file_id(shutil.which("bwrap") or "bwrap")
+        stats = {pid: stat for pid in procs if (stat := _stat(pid)) is not None}
+        current = root
+        for _ in range(BWRAP_LEVELS):
+            if bwrap is None or _file_id(f"/proc/{current}/exe") != bwrap:
+                break  # the kernel (bwrap's exe cannot be faked by renaming a process)
+            children = [(start, pid) for pid, (ppid, start) in stats.items() if ppid == current]
+            if not children:
+                break
+            current = min(children)[1]
+            chain.add(current)
+        return chain
 
     # ------------------------------------------------------------------ tear-down
 
@@ -229,10 +329,16 @@ class Sandbox:
                     except ProcessLookupError:
                         pass
                 time.sleep(0.01)  # killed processes leave the cgroup asynchronously
-            try:
-                group.rmdir()
-            except OSError:
-                pass
+            while True:  # an emptied cgroup can be busy for a moment longer
+                try:
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.01)
         self._cgroups = []
         if self._mounted:
             subprocess.run(["umount", "-l", str(self.scratch)], capture_output=True)

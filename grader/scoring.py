@@ -16,6 +16,7 @@ def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome) -> CheckRe
         max_score=spec.points,
         hidden=spec.hidden,
         message=outcome.message,
+        judge_error=outcome.judge_error,
     )
 
 

@@ -10,33 +10,63 @@ request that hung, not the exercises after it.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Any, Callable
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from grader.kernel import CellRun, Kernel
-from grader.probe.protocol import Observation, Request
+from grader.probe.protocol import (
+    MAX_NODES,
+    MAX_SUBMISSION_NODES,
+    CallRequest,
+    CompileCountRequest,
+    Observation,
+    Request,
+    TooLarge,
+    TraceRequest,
+    measure,
+)
+from grader.report import CellProblem
 from grader.submission import SourceCell, Submission
 
 PROBE_PATH = Path(__file__).resolve().parent / "probe" / "runtime.py"
 MAX_RESTARTS = 4  # per phase: the student's cells, then each exercise's probe batch
+MAX_CELL_PROBLEMS = 20
+"""Cell problems kept in a report; the rest are counted (`Report.cell_problems_omitted`)."""
+MAX_MESSAGE = 1_000
+"""Characters of one cell problem's message (the student's exception text included)."""
 
 
-class CellProblem(BaseModel):
-    """A student cell that did not complete normally (reported to the student)."""
+def probe_code(requests: list[Request], nonce: str = "", probe_path: Path = PROBE_PATH) -> str:
+    """The cell that asks the probe: load it fresh by path, answer in the user namespace.
 
-    cell: int
-    where: str
-    status: Literal["error", "timeout", "died", "skipped"]
-    message: str
-
-
-def probe_code(requests: list[Request], probe_path: Path = PROBE_PATH) -> str:
-    """The cell that asks the probe: load it fresh by path, answer in the user namespace."""
+    The probe wraps each observation with `nonce`, fresh for each probe cell, so output that a
+    thread of the student's earlier cells prints in the shape of an observation is not taken for
+    one. (Code that the probe itself calls can still read the nonce: what it reports about itself
+    is a claim, which SECURITY.md says.)
+    """
     payload = json.dumps([r.model_dump(mode="json") for r in requests])
-    return f"__import__('runpy').run_path({str(probe_path)!r})['serve']({payload!r}, globals())"
+    return (f"__import__('runpy').run_path({str(probe_path)!r})['serve']"
+            f"({payload!r}, globals(), nonce={nonce!r})")
+
+
+def _target(request: Request) -> str | None:
+    """The student function a request calls or traces, if any."""
+    if isinstance(request, (CallRequest, TraceRequest, CompileCountRequest)):
+        return request.target
+    return None
+
+
+def _runs(request: Request) -> bool:
+    """Whether the request runs the function's program (a trace only traces it)."""
+    return isinstance(request, (CallRequest, CompileCountRequest))
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
 
 
 def _where(submission: Submission, cell: SourceCell) -> str:
@@ -63,7 +93,11 @@ class Session:
         self._kernel: Kernel | None = None
         self._completed: list[SourceCell] = []  # cells safe to replay in a fresh kernel
         self.problems: list[CellProblem] = []
+        self.problems_omitted = 0
         self.restarts = 0
+        # function -> (why, whether tracing it hung): once it timed out, it is not run again
+        self._hung: dict[str, tuple[str, bool]] = {}
+        self._nodes = 0  # JSON nodes of every observation so far (bounded per submission)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -82,15 +116,23 @@ class Session:
         return self._kernel
 
     def _replay(self) -> bool:
-        """A fresh kernel with the completed cells run again; False when that is not possible."""
-        if self.restarts >= MAX_RESTARTS:
+        """A fresh kernel with the completed cells run again; False when that is not possible.
+        The replay spends the submission's time like everything else (its limit holds end to end)."""
+        if self.restarts >= MAX_RESTARTS or self._remaining() <= 0:
             return False
         self.restarts += 1
         kernel = self._new_kernel()
         for cell in self._completed:
-            if kernel.run(cell.source, self.cell_timeout).status in ("timeout", "died"):
+            budget = min(self.cell_timeout, self._remaining())
+            if budget <= 0 or kernel.run(cell.source, budget).status in ("timeout", "died"):
                 return False
         return True
+
+    def _problem(self, problem: CellProblem) -> None:
+        if len(self.problems) < MAX_CELL_PROBLEMS:
+            self.problems.append(problem.model_copy(update={"message": _capped(problem.message)}))
+        else:
+            self.problems_omitted += 1
 
     def run_student_cells(self) -> None:
         kernel = self._kernel.start() if self._kernel is not None else self._new_kernel()
@@ -98,20 +140,21 @@ class Session:
             where = _where(self.submission, cell)
             budget = min(self.cell_timeout, self._remaining())
             if budget <= 0:
-                self.problems.append(CellProblem(cell=cell.index, where=where, status="skipped",
-                                                 message=f"{where} was not run: the submission's time limit ran out"))
+                self._problem(CellProblem(cell=cell.index, where=where, status="skipped",
+                                          message=f"{where} was not run: the submission's time limit ran out"))
                 continue
             if not kernel.alive:
                 if not self._replay():
-                    self.problems.append(CellProblem(cell=cell.index, where=where, status="skipped",
-                                                     message=f"{where} was not run: the kernel could not be restored"))
+                    self._problem(CellProblem(cell=cell.index, where=where, status="skipped",
+                                              message=f"{where} was not run: the kernel could not be restored"))
                     continue
                 assert self._kernel is not None
                 kernel = self._kernel
+            budget = min(self.cell_timeout, self._remaining())
             run = kernel.run(cell.source, budget)
             problem = self._describe(run, cell, where, budget)
             if problem:
-                self.problems.append(problem)
+                self._problem(problem)
             if run.status in ("ok", "error"):
                 self._completed.append(cell)
 
@@ -123,6 +166,8 @@ class Session:
             msg = f"{where} raised {run.ename}: {run.evalue}" if run.evalue else f"{where} raised {run.ename}"
         elif run.status == "timeout":
             msg = f"{where} was stopped after {budget:g} s (an endless loop?); the cells after it still ran"
+        elif run.evalue and "could not accept" in run.evalue:
+            msg = f"{where}: {run.evalue}; the kernel was restarted without that cell"
         else:
             msg = f"{where} killed the Python kernel; it was restarted without that cell"
         return CellProblem(cell=cell.index, where=where, status=run.status, message=msg)
@@ -141,11 +186,19 @@ class Session:
     # ------------------------------------------------------------------ probe
 
     def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]:
-        """Observations for every request; ones that hung or crashed are marked so, not lost."""
+        """Observations for every request; ones that hung or crashed are marked so, not lost.
+
+        A function that hung once is not called again in this run: every later request that
+        calls it is a `timeout` at once, with the same reason (a hanging function costs one
+        probe timeout, not one per check).
+        """
         self.restarts = 0  # each exercise gets its own restart budget
         results: dict[str, Observation] = {}
         pending = list(requests)
         while pending:
+            pending = self._skip_hung(pending, results)
+            if not pending:
+                break
             budget = min(timeout, self._remaining())
             if budget <= 0:
                 for r in pending:
@@ -160,15 +213,22 @@ class Session:
                     break
                 kernel = self._kernel
                 assert kernel is not None
-            run = kernel.run(probe_code(pending), budget)
+            budget = min(timeout, self._remaining())
+            kernel.stop_strays()
+            nonce = secrets.token_hex(16)
+            run = kernel.run(probe_code(pending, nonce), budget, observations=True)
             ids = {r.id for r in pending}
+            rejected: dict[str, Observation] = {}  # used only where no valid answer came
             for raw in run.observations:
-                try:
-                    obs = Observation.model_validate(raw)
-                except ValidationError:
+                obs = self._accept(raw, nonce, ids)
+                if obs is None or obs.id in results:
                     continue
-                if obs.id in ids:
+                if obs.status == "crashed":
+                    rejected.setdefault(obs.id, obs)
+                else:
                     results[obs.id] = obs
+            for rid, obs in rejected.items():
+                results.setdefault(rid, obs)
             pending = [r for r in pending if r.id not in results]
             if not pending:
                 break
@@ -177,13 +237,51 @@ class Session:
                 why = f"{run.ename}: {run.evalue}" if run.status == "error" else "no answer"
                 for r in pending:
                     results[r.id] = Observation(id=r.id, status="crashed",
-                                                detail=f"the probe could not run ({why})")
+                                                detail=_capped(f"the probe could not run ({why})"))
                 break
             culprit = pending.pop(0)
             if run.status == "timeout":
-                results[culprit.id] = Observation(id=culprit.id, status="timeout",
-                                                  detail=f"still running after {budget:g} s")
+                detail = f"still running after {budget:g} s"
+                results[culprit.id] = Observation(id=culprit.id, status="timeout", detail=detail)
+                target = _target(culprit)
+                if target:
+                    self._hung[target] = (detail, not _runs(culprit))
             else:
                 results[culprit.id] = Observation(id=culprit.id, status="crashed",
-                                                  detail="the Python kernel died during this check")
+                                                  detail=_capped(f"the Python kernel died during this check "
+                                                                 f"({run.evalue or 'no reason given'})"))
         return results
+
+    def _skip_hung(self, pending: list[Request], results: dict[str, Observation]) -> list[Request]:
+        left = []
+        for r in pending:
+            target = _target(r)
+            hung = self._hung.get(target) if target else None
+            if hung is not None and (hung[1] or _runs(r)):  # a hang when run spares its tracing
+                results[r.id] = Observation(id=r.id, status="timeout",
+                                            detail=f"{hung[0]} in an earlier check; not called again")
+            else:
+                left.append(r)
+        return left
+
+    def _accept(self, raw: Any, nonce: str, ids: set[str]) -> Observation | None:
+        """One observation from the probe's output, bounded and validated; a bad one becomes
+        that request's `crashed` observation, never an exception out of the grader."""
+        if not isinstance(raw, dict) or raw.get("nonce") != nonce:
+            return None  # not from this probe cell
+        payload = raw.get("observation")
+        rid = payload.get("id") if isinstance(payload, dict) else None
+        if not isinstance(rid, str) or rid not in ids:
+            return None
+        try:
+            nodes = measure(payload, max_nodes=MAX_NODES)
+            if self._nodes + nodes > MAX_SUBMISSION_NODES:
+                raise TooLarge(f"the submission's answers together are over {MAX_SUBMISSION_NODES:,} values")
+            self._nodes += nodes
+            return Observation.model_validate(payload)
+        except TooLarge as exc:
+            return Observation(id=rid, status="crashed", detail=f"its answer was too large to check ({exc})")
+        except ValidationError as exc:
+            first = exc.errors()[0] if exc.errors() else {"msg": "malformed"}
+            return Observation(id=rid, status="crashed",
+                               detail=_capped(f"its answer was malformed ({first.get('msg')})"))

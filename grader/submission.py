@@ -4,24 +4,64 @@ Only code is taken from a notebook: saved outputs, stale results and fake report
 never read. Cells tagged `selfcheck` (the template's self-check cells) are skipped: they are for
 the student, and the grader runs the same checks itself. A module is split into its top-level
 statements (or at `# %%` markers when it has them) so that one statement that raises does not stop
-the rest, as with notebook cells.
+the rest, as with notebook cells; past `MAX_CELLS` consecutive statements are merged.
+
+Everything here is read as hostile data (`read_bytes`): a symbolic link is never followed (it is
+"a symbolic link, not a submission"), only a regular file is opened (a FIFO, a device or a socket
+is refused without blocking), the size is checked before reading and the read stops one byte past
+`MAX_BYTES`, and every OS error is one plain `SubmissionUnreadable` sentence. A module is read as
+Python reads it: a UTF-8 byte-order mark is dropped and CRLF or lone CR line endings become LF (a
+notebook may have a byte-order mark too). The caps below bound what one submission can cost.
 """
 
 from __future__ import annotations
 
-import ast
+import codecs
+import errno
 import hashlib
+import io
+import json
+import os
+import reprlib
+import stat
+import tokenize
 from pathlib import Path
 from typing import Literal
 
-import nbformat
 from pydantic import BaseModel, ConfigDict
 
-from grader.errors import SubmissionUnreadable
+from grader.errors import SubmissionUnreadable, WrongAssignment
 
 MAX_BYTES = 20 * 1024 * 1024
+"""Largest submission file, in bytes (20 MiB). Checked with fstat before a byte is read, and the
+read stops one byte past it (a file that grows meanwhile), so a bigger file, sparse or not, is
+refused in one sentence without being read or hashed."""
+
+MAX_SOURCE_CHARS = 5_000_000
+"""Most characters of code one submission may run (all its cells together, 5 million): a notebook's
+saved outputs may fill its 20 MiB, its code may not. Over it, the submission is refused."""
+
+MAX_CELLS = 500
+"""Most cells a module is run as. Its top-level statements (or `# %%` sections) beyond that are
+grouped, consecutive ones merged into equal runs, so a statement that raises costs only its group,
+the kernel gets at most 500 round trips, and a report lists at most 500 cell problems."""
+
+MAX_NOTEBOOK_CELLS = 2000
+"""Most cells (code, markdown and raw together) a notebook may have; one with more is refused
+before it is validated, so a notebook of 100,000 cells costs a JSON parse and one sentence."""
+
+CLAIM_CHARS = 80
+"""Most characters of a notebook's `grader.assignment` quoted in a message (a repr, then cut)."""
+
 SKIP_TAG = "selfcheck"
 SUFFIXES = {".ipynb": "notebook", ".py": "module"}
+SYMLINK = "a symbolic link, not a submission"
+
+_FILE_TYPES = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFSOCK: "a socket"}
+_OPEN_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+_CONTINUATIONS = {"else", "elif", "except", "finally"}  # a logical line that goes on a statement
 
 
 class SourceCell(BaseModel):
@@ -41,46 +81,281 @@ class Submission(BaseModel):
     kind: Literal["notebook", "module"]
     sha256: str
     cells: list[SourceCell]
+    assignment_hint: str | None = None  # the notebook's `grader.assignment`, verbatim: untrusted
+
+
+class Peek(BaseModel):
+    """What a batch needs of a file before grading it: its hash and the assignment it names."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    kind: Literal["notebook", "module"]
+    sha256: str
     assignment_hint: str | None = None
 
 
-def _notebook_cells(text: str, path: str) -> tuple[list[SourceCell], str | None]:
+# ---------------------------------------------------------------------------- names and claims
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as text that prints and encodes as UTF-8: bytes of a name that is not UTF-8 (which
+    Python decodes to lone surrogates) are shown as `\\xNN`."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "backslashreplace")
+
+
+_claim_repr = reprlib.Repr(maxlevel=2, maxstring=CLAIM_CHARS, maxother=CLAIM_CHARS, maxlist=4, maxdict=4)
+
+
+def claim_text(value: object) -> str:
+    """A notebook's claimed assignment, safe to print: a repr (control and bidi characters
+    escaped), cut to about CLAIM_CHARS characters, nested values elided."""
+    text = _claim_repr.repr(value)
+    return text if len(text) <= CLAIM_CHARS + 10 else text[:CLAIM_CHARS] + "…"
+
+
+def _claim(raw: object, shown: str) -> str | None:
+    """`metadata.grader.assignment` of a parsed notebook: None when absent (or null), the string
+    verbatim, and a notebook that names something else than a string is not gradable."""
+    metadata = raw.get("metadata") if isinstance(raw, dict) else None
+    grader = metadata.get("grader") if isinstance(metadata, dict) else None
+    value = grader.get("assignment") if isinstance(grader, dict) else None
+    if value is None or isinstance(value, str):
+        return value
+    raise WrongAssignment(shown, claim_text(value))
+
+
+# ---------------------------------------------------------------------------- bytes
+
+
+def file_problem(mode: int) -> str | None:
+    """Why a file of this type (an lstat's st_mode) is not a submission; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return SYMLINK
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    return f"not a regular file ({_FILE_TYPES.get(stat.S_IFMT(mode), 'a special file')})"
+
+
+def os_problem(exc: OSError) -> str:
+    """An OS error on a student's file, as the end of one sentence."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    return f"cannot be read ({exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)})"
+
+
+def _too_big() -> str:
+    return f"larger than {MAX_BYTES // 2**20} MiB, the most the grader reads"
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a submission file, or SubmissionUnreadable with one reason.
+
+    Never through a symbolic link (lstat, then O_NOFOLLOW), only a regular file (lstat, then fstat
+    of the descriptor opened with O_NONBLOCK, so a FIFO swapped in cannot block), never more than
+    MAX_BYTES: the size is checked before reading and the read is bounded anyway.
+    """
+    shown = display_path(path)
+    try:
+        why = file_problem(os.lstat(path).st_mode)
+        if why:
+            raise SubmissionUnreadable(shown, why)
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        reason = SYMLINK if exc.errno == errno.ELOOP and os.path.islink(path) else os_problem(exc)
+        raise SubmissionUnreadable(shown, reason) from None
+    except ValueError:  # a NUL character in the name
+        raise SubmissionUnreadable(shown, "cannot be read (its name has a NUL character)") from None
+    try:
+        info = os.fstat(fd)
+        why = file_problem(info.st_mode)
+        if why:
+            raise SubmissionUnreadable(shown, why)
+        if info.st_size > MAX_BYTES:
+            raise SubmissionUnreadable(shown, _too_big())
+        chunks: list[bytes] = []
+        total = 0
+        while total <= MAX_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_BYTES + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > MAX_BYTES:
+            raise SubmissionUnreadable(shown, _too_big())
+    except OSError as exc:
+        raise SubmissionUnreadable(shown, os_problem(exc)) from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _kind(path: str | os.PathLike[str]) -> Literal["notebook", "module"]:
+    kind = SUFFIXES.get(Path(path).suffix.lower())
+    if kind is None:
+        raise SubmissionUnreadable(display_path(path), "expected a .ipynb notebook or a .py module")
+    return kind  # type: ignore[return-value]
+
+
+def _decode(data: bytes, shown: str, kind: str) -> str:
+    """Text as Python reads a module: BOM dropped, CRLF and lone CR made LF (a notebook: BOM only)."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SubmissionUnreadable(shown, "is not UTF-8 text") from None
+    if kind == "module":
+        text = _newlines(text)
+    return text
+
+
+def _newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+# ---------------------------------------------------------------------------- notebooks
+
+
+def _parse_json(text: str, shown: str) -> dict:
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook ({type(exc).__name__})") from None
+    if not isinstance(raw, dict):
+        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook (a JSON {type(raw).__name__})")
+    return raw
+
+
+def _cell_count(raw: dict) -> int:
+    """Cells of a notebook as JSON: v4's `cells`, or every v3 worksheet's."""
+    cells = raw.get("cells")
+    count = len(cells) if isinstance(cells, list) else 0
+    worksheets = raw.get("worksheets")
+    if isinstance(worksheets, list):
+        count += sum(len(ws["cells"]) for ws in worksheets
+                     if isinstance(ws, dict) and isinstance(ws.get("cells"), list))
+    return count
+
+
+def _too_many_cells(count: int) -> str:
+    return f"has {count} cells, more than the {MAX_NOTEBOOK_CELLS} a notebook may have"
+
+
+def _too_much_code(count: int) -> str:
+    return f"has {count} characters of code, more than the {MAX_SOURCE_CHARS} a submission may run"
+
+
+def _notebook_cells(text: str, shown: str) -> tuple[list[SourceCell], str | None]:
+    raw = _parse_json(text, shown)
+    hint = _claim(raw, shown)
+    count = _cell_count(raw)
+    if count > MAX_NOTEBOOK_CELLS:
+        raise SubmissionUnreadable(shown, _too_many_cells(count))
+    import nbformat  # here: reading a module or peeking at a batch needs none of it
+
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises several unrelated types for bad JSON/schema
-        raise SubmissionUnreadable(path, f"not a valid Jupyter notebook ({type(exc).__name__})") from None
+        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook ({type(exc).__name__})") from None
+    cells_in = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells_in, list):
+        raise SubmissionUnreadable(shown, "not a valid Jupyter notebook (no list of cells)")
+    if len(cells_in) > MAX_NOTEBOOK_CELLS:
+        raise SubmissionUnreadable(shown, _too_many_cells(len(cells_in)))
     cells = []
-    for i, cell in enumerate(nb.get("cells", [])):
-        if cell.get("cell_type") != "code":
+    chars = 0
+    for i, cell in enumerate(cells_in):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        if SKIP_TAG in (cell.get("metadata", {}).get("tags") or []):
+        metadata = cell.get("metadata")
+        tags = metadata.get("tags") if isinstance(metadata, dict) else None
+        if isinstance(tags, list) and SKIP_TAG in tags:
             continue
         source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook (cell {i + 1}'s source "
+                                              "is not text)")
         if source.strip():
+            source = _newlines(source)
+            chars += len(source)
+            if chars > MAX_SOURCE_CHARS:
+                raise SubmissionUnreadable(shown, _too_much_code(chars))
             cells.append(SourceCell(index=i, source=source))
-    hint = (nb.get("metadata", {}).get("grader") or {}).get("assignment")
-    return cells, hint if isinstance(hint, str) else None
+    return cells, hint
 
 
-def _statement_starts(tree: ast.Module) -> list[int]:
-    starts = []
-    for node in tree.body:
-        decorators = getattr(node, "decorator_list", [])
-        starts.append(min([node.lineno] + [d.lineno for d in decorators]))
+# ---------------------------------------------------------------------------- modules
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as Python counts them (LF only: not form feeds, U+2028 and the others that
+    str.splitlines also splits at), each keeping its LF."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _statement_starts(text: str) -> list[int] | None:
+    """First lines of the top-level statements (a decorated definition from its first decorator),
+    from the tokenizer: as ast would find them, in constant memory. None when the text does not
+    tokenize (the kernel reports the syntax error where it is)."""
+    starts: list[int] = []
+    level = 0
+    line_start = True
+    decorated = False
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind = tok.type
+            if kind in (tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER):
+                continue
+            if kind == tokenize.INDENT:
+                level += 1
+            elif kind == tokenize.DEDENT:
+                level -= 1
+            elif kind == tokenize.NEWLINE:
+                line_start = True
+            elif line_start:
+                line_start = False
+                if level == 0:
+                    if not decorated and not (kind == tokenize.NAME and tok.string in _CONTINUATIONS):
+                        starts.append(tok.start[0])
+                    decorated = kind == tokenize.OP and tok.string == "@"
+    except Exception:  # TokenError, SyntaxError (IndentationError, nesting too deep), RecursionError
+        return None
     return starts
 
 
+def _group(starts: list[int], limit: int = MAX_CELLS) -> list[int]:
+    """At most `limit` cell starts: runs of consecutive starts merged, in equal runs."""
+    if len(starts) <= limit:
+        return starts
+    size = -(-len(starts) // limit)
+    return starts[::size]
+
+
 def _module_cells(text: str) -> list[SourceCell]:
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     markers = [i + 1 for i, line in enumerate(lines) if line.startswith("# %%")]
-    if markers:
-        starts = [1] + markers if markers[0] != 1 else markers
-    else:
-        try:
-            starts = _statement_starts(ast.parse(text))
-        except SyntaxError:
-            starts = [1]  # run as one cell: the kernel reports the syntax error where it is
-        starts = starts or [1]
+    starts = markers or _statement_starts(text) or [1]
+    if starts[0] != 1:
+        starts = [1] + starts  # what comes before the first (comments) is kept too
+    starts = _group(starts)
     bounds = list(zip(starts, starts[1:] + [len(lines) + 1]))
     cells = []
     for n, (lo, hi) in enumerate(bounds):
@@ -90,37 +365,48 @@ def _module_cells(text: str) -> list[SourceCell]:
     return cells
 
 
-def read_submission(path: str | Path) -> Submission:
-    """Load a submission or raise SubmissionUnreadable with one plain reason."""
-    p = Path(path)
-    kind = SUFFIXES.get(p.suffix.lower())
-    if kind is None:
-        raise SubmissionUnreadable(str(path), "expected a .ipynb notebook or a .py module")
-    try:
-        if p.stat().st_size > MAX_BYTES:
-            raise SubmissionUnreadable(str(path), f"larger than {MAX_BYTES // 2**20} MiB")
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise SubmissionUnreadable(str(path), "no such file") from None
-    except IsADirectoryError:
-        raise SubmissionUnreadable(str(path), "is a directory") from None
-    except OSError as exc:
-        raise SubmissionUnreadable(str(path), f"cannot be read ({exc.strerror})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SubmissionUnreadable(str(path), "is not UTF-8 text") from None
+# ---------------------------------------------------------------------------- reading
+
+
+def peek(path: str | Path) -> Peek:
+    """A file's sha256 and the assignment its notebook metadata names, from one bounded read,
+    without validating the notebook: what a batch decides with before grading anything.
+
+    Raises SubmissionUnreadable (or WrongAssignment, for a claim that is not a string) for what
+    read_submission would refuse as well; a notebook that is not JSON peeks as naming nothing
+    (grading it reports that).
+    """
+    kind = _kind(path)
+    shown = display_path(path)
+    data = read_bytes(path)
+    sha256 = hashlib.sha256(data).hexdigest()
     hint = None
     if kind == "notebook":
-        cells, hint = _notebook_cells(text, str(path))
+        text = _decode(data, shown, kind)
+        del data
+        try:
+            raw = _parse_json(text, shown)
+        except SubmissionUnreadable:
+            raw = {}
+        hint = _claim(raw, shown)
+    return Peek(path=shown, kind=kind, sha256=sha256, assignment_hint=hint)
+
+
+def read_submission(path: str | Path) -> Submission:
+    """Load a submission or raise SubmissionUnreadable with one plain reason."""
+    kind = _kind(path)
+    shown = display_path(path)
+    data = read_bytes(path)
+    sha256 = hashlib.sha256(data).hexdigest()
+    text = _decode(data, shown, kind)
+    del data
+    hint = None
+    if kind == "notebook":
+        cells, hint = _notebook_cells(text, shown)
     else:
         if "\x00" in text:
-            raise SubmissionUnreadable(str(path), "contains NUL bytes, so it is not Python source")
+            raise SubmissionUnreadable(shown, "contains NUL bytes, so it is not Python source")
+        if len(text) > MAX_SOURCE_CHARS:
+            raise SubmissionUnreadable(shown, _too_much_code(len(text)))
         cells = _module_cells(text)
-    return Submission(
-        path=str(path),
-        kind=kind,
-        sha256=hashlib.sha256(data).hexdigest(),
-        cells=cells,
-        assignment_hint=hint,
-    )
+    return Submission(path=shown, kind=kind, sha256=sha256, cells=cells, assignment_hint=hint)

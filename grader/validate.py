@@ -26,6 +26,8 @@ from pydantic import BaseModel
 
 from grader import assignment as assignments
 from grader.errors import GraderError, SpecInvalid
+from grader.faults import classify, student_reason
+from grader.inert import MESSAGE_LIMIT, name, terminal
 from grader.options import GradeOptions
 from grader.report import Report
 
@@ -34,12 +36,14 @@ _FAILS = re.compile(r"^#\s*fails:\s*(?P<ids>.+?)\s*$")
 
 
 class Row(BaseModel):
-    """One line of the validation table."""
+    """One line of the validation table. `bug` marks a broken assignment (exit 3): its own code
+    raised, or one of its checks raised on the reference solution."""
 
     assignment: str
     item: str
     ok: bool
     detail: str = ""
+    bug: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,8 +97,8 @@ class _Validator:
         self.scratch = scratch
         self.rows: list[Row] = []
 
-    def row(self, item: str, ok: bool, detail: str = "") -> None:
-        self.rows.append(Row(assignment=self.name, item=item, ok=ok, detail=detail))
+    def row(self, item: str, ok: bool, detail: str = "", bug: bool = False) -> None:
+        self.rows.append(Row(assignment=self.name, item=item, ok=ok, detail=detail, bug=bug))
 
     def submit(self, path: Path) -> Future:
         return self.pool.submit(_grade, str(path), self.name)
@@ -151,17 +155,26 @@ class _Validator:
     def _result(self, item: str, job: Future) -> Report | None:
         try:
             return job.result()
-        except Exception as exc:
-            self.row(item, False, f"could not be graded: {exc}")
+        except Exception as exc:  # noqa: BLE001 - sorted by the one fault boundary
+            if classify(exc) == "grader":
+                self.row(item, False, f"could not be graded: {exc}", bug=True)
+            else:
+                self.row(item, False, f"could not be graded: {student_reason(exc)}")
             return None
 
     def _check_solution(self, path: Path, job: Future) -> None:
         item = f"{path} scores full marks"
         report = self._result(item, job)
-        if report is not None:
-            failing = _not_passed(report)
-            self.row(item, not failing, f"{report.score:g}/{report.max_score:g}"
-                     + (f": {_describe(report, failing)}" if failing else ""))
+        if report is None:
+            return
+        raised = {c.id: c.judge_error for e in report.exercises for c in e.checks if c.judge_error}
+        if raised:
+            self.row(item, False, "checks raised on the reference solution (an assignment bug): "
+                     + "; ".join(f"{k}: {v}" for k, v in sorted(raised.items())), bug=True)
+            return
+        failing = _not_passed(report)
+        self.row(item, not failing, f"{report.score:g}/{report.max_score:g}"
+                 + (f": {_describe(report, failing)}" if failing else ""))
 
     def _check_template(self, job: Future) -> None:
         item = "template scores 0, every exercise 'not answered yet'"
@@ -209,10 +222,12 @@ def validate(names: list[str] | None = None, *, workers: int = 2) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
-    width_a = max([len("assignment")] + [len(r.assignment) for r in rows])
-    width_i = max([len("validated")] + [len(r.item) for r in rows])
+    """The rows for a terminal: details quote student-like text (mutants' messages), so inert."""
+    cells = [(name(r.assignment), name(r.item), r) for r in rows]
+    width_a = max([len("assignment")] + [len(a) for a, _, _ in cells])
+    width_i = max([len("validated")] + [len(i) for _, i, _ in cells])
     lines = [f"{'assignment':<{width_a}}  {'validated':<{width_i}}  result"]
-    for r in rows:
-        lines.append(f"{r.assignment:<{width_a}}  {r.item:<{width_i}}  {'ok' if r.ok else 'FAILED'}"
-                     + (f"  ({r.detail})" if r.detail else ""))
+    for a, i, r in cells:
+        lines.append(f"{a:<{width_a}}  {i:<{width_i}}  {'ok' if r.ok else 'FAILED'}"
+                     + (f"  ({terminal(r.detail, MESSAGE_LIMIT)})" if r.detail else ""))
     return "\n".join(lines)

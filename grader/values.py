@@ -6,6 +6,7 @@ back into NumPy with `from_wire` before any comparison, so every judgement runs 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,17 @@ from grader.probe.protocol import (
     OpaqueValue,
     PyScalar,
     SeqValue,
+    TreeValue,
     Value,
 )
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A pytree answer other than a tuple, list or dict (a NamedTuple, a dataclass): its leaves."""
+
+    type: str
+    leaves: tuple[Any, ...]
 
 
 def to_wire(obj: Any) -> Value:
@@ -42,29 +52,58 @@ def from_wire(value: Value) -> Any:
     if isinstance(value, PyScalar):
         return value.v if isinstance(value.v, str) else np.asarray(value.v)
     if isinstance(value, ArrayValue):
-        return np.asarray(value.data, dtype=value.dtype).reshape(value.shape)
+        if value.dtype.startswith("complex"):  # [real, imag] pairs
+            pairs = np.asarray(value.data, dtype=np.float64).reshape([*value.shape, 2])
+            return (pairs[..., 0] + 1j * pairs[..., 1]).astype(value.dtype)
+        return np.asarray(value.data, dtype=value.dtype).reshape(value.shape)  # "nan" parses too
     if isinstance(value, SeqValue):
         items = [from_wire(v) for v in value.items]
         return tuple(items) if value.t == "tuple" else items
     if isinstance(value, DictValue):
         return {k: from_wire(v) for k, v in value.items.items()}
+    if isinstance(value, TreeValue):
+        return Tree(type=value.type, leaves=tuple(from_wire(v) for v in value.leaves))
     if isinstance(value, NoneValue):
         return None
     return value  # OpaqueValue: the judge says what it was
+
+
+def unpack(value: Any, n: int) -> list[Any] | None:
+    """The n values of an answer that should be n values, or None when it is not.
+
+    The rule (README, "How answers are compared"): what `a, b = f(...)` unpacks into n values
+    is n values. A tuple or list of n items; a pytree (NamedTuple, registered dataclass) of n
+    leaves; a 1-D array of length n. Anything else (a dict, whose unpacking gives its keys; a
+    scalar; a string) is not.
+    """
+    if isinstance(value, (tuple, list)):
+        items = list(value)
+    elif isinstance(value, Tree):
+        items = list(value.leaves)
+    elif isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "biufc":
+        items = [np.asarray(value[i]) for i in range(value.shape[0])]  # 0-d arrays, not NumPy scalars
+    else:
+        return None
+    return items if len(items) == n else None
 
 
 def describe(obj: Any) -> str:
     """A short, student-readable rendering of a value for failure messages."""
     if isinstance(obj, OpaqueValue):
         return f"a {obj.type} ({obj.repr})"
+    if isinstance(obj, Tree):
+        return f"{obj.type}(" + ", ".join(describe(x) for x in obj.leaves[:8]) + (", …" if len(obj.leaves) > 8 else "") + ")"
     if isinstance(obj, np.ndarray):
         if obj.ndim == 0:
             return f"{obj.item()!r}"
         text = np.array2string(obj, precision=6, threshold=8, separator=", ")
         return f"{text} (shape {tuple(obj.shape)})" if obj.ndim > 1 or obj.size > 8 else text
     if isinstance(obj, dict):
-        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in obj.items()) + "}"
+        shown = list(obj.items())[:8]
+        more = ", …" if len(obj) > 8 else ""
+        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in shown) + more + "}"
     if isinstance(obj, (tuple, list)):
-        inner = ", ".join(describe(x) for x in obj)
+        inner = ", ".join(describe(x) for x in list(obj)[:8]) + (", …" if len(obj) > 8 else "")
         return f"({inner})" if isinstance(obj, tuple) else f"[{inner}]"
-    return repr(obj)
+    text = repr(obj)
+    return text if len(text) <= 200 else text[:199] + "…"

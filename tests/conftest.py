@@ -82,3 +82,25 @@ def submission_from_reference(tmp_path: Path, reference_sections: dict[str, str]
         return target
 
     return make
+
+
+class Recorder:
+    """An executor that grades nothing: it records the tasks and returns a 'graded' report."""
+
+    def __init__(self) -> None:
+        self.tasks: list = []
+
+    def map(self, tasks):
+        from grader.batch import error_report
+
+        for task in tasks:
+            self.tasks.append(task)
+            yield task, error_report(task, "-").model_copy(update={"status": "graded", "error": None})
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    """Batches in this test grade nothing: `recorder.tasks` is what they would have graded."""
+    rec = Recorder()
+    monkeypatch.setattr("grader.grade_many.executor_for", lambda jobs, scheduler: rec)
+    return rec

@@ -204,3 +204,120 @@ def test_cli_export_needs_a_gradebook(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "grader", "export", str(tmp_path), "--csv"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "gradebook.sqlite" in done.stderr
+
+
+# ------------------------------------------------------------------------ which assignment a batch grades
+
+
+import nbformat  # noqa: E402
+
+from grader.errors import UsageError  # noqa: E402
+
+NO_A = GradeOptions(seed=3, cell_timeout=5, sandbox=False)
+
+
+
+
+def notebook(path: Path, assignment: object = "absent") -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
+    nb.cells[0]["id"] = "c0"
+    if assignment != "absent":
+        nb.metadata["grader"] = {"assignment": assignment}
+    nbformat.write(nb, path)
+    return path
+
+
+def saved_reports(out: Path) -> dict[str, Report]:
+    return {r.student: r for r in (Report.model_validate_json(p.read_text()) for p in out.glob("*.json"))}
+
+
+def test_the_notebooks_decide_the_batch_and_grade_the_rest_as_it(tmp_path: Path, recorder) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    marker = tmp_path / "EXECUTED"
+    evil = subs / "evil"  # a folder in the submissions that looks like an assignment
+    evil.mkdir()
+    spec = ROOT / "assignments" / "ch2-jit" / "assignment.toml"
+    (evil / "assignment.toml").write_bytes(spec.read_bytes())
+    (evil / "checks.py").write_text(f"open({str(marker)!r}, 'w').write('executed')\n")
+    notebook(subs / "bob.ipynb", "ch2-jit")
+    notebook(subs / "dave.ipynb")
+    (subs / "carol.py").write_text("x = 1\n")
+    notebook(subs / "mallory.ipynb", str(evil))
+    notebook(subs / "trudy.ipynb", "../evil")
+    notebook(subs / "num.ipynb", 42)
+    out = tmp_path / "out"
+    result = grade_many([subs], out, NO_A)
+    assert result.assignment == "ch2-jit"
+    # evil/checks.py is only the submission of a student "evil": student code, run in a kernel
+    assert sorted(t.student for t in recorder.tasks) == ["bob", "carol", "dave", "evil"]
+    assert {t.options.assignment for t in recorder.tasks} == {"ch2-jit"}
+    reports = saved_reports(out)
+    assert reports["mallory"].error == (f"{subs / 'mallory.ipynb'}: this notebook says it is for "
+                                        f"{str(evil)!r}, which is not an assignment here")
+    assert reports["trudy"].error.endswith(
+        "this notebook says it is for '../evil', which is not an assignment here")
+    assert reports["num"].error.endswith("this notebook says it is for 42, which is not an assignment here")
+    assert {r.assignment for r in reports.values()} == {"ch2-jit"}  # one class page, one assignment
+    assert not marker.exists()
+
+
+def test_a_notebook_of_another_assignment_is_an_error_naming_both(tmp_path: Path, recorder) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "erin.ipynb").write_bytes((ROOT / "solutions" / "ch2-practice.ipynb").read_bytes())
+    notebook(subs / "bob.ipynb", "ch2-jit")
+    out = tmp_path / "out"
+    result = grade_many([subs], out, OPTIONS)
+    assert [t.student for t in recorder.tasks] == ["bob"]
+    erin = saved_reports(out)["erin"]
+    assert erin.status == "error" and erin.score == 0 and erin.assignment == "ch2-jit"
+    assert erin.error == (f"{subs / 'erin.ipynb'}: this notebook says it is for ch2-practice, "
+                          "but this batch grades ch2-jit")
+    assert (result.graded, result.errors) == (1, 1)
+    rows = list(csv.DictReader((out / "summary.csv").read_text().splitlines()))
+    assert {r["assignment"] for r in rows} == {"ch2-jit"}
+
+
+def test_notebooks_that_disagree_stop_the_batch_without_a(tmp_path: Path, recorder) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    notebook(subs / "a.ipynb", "ch2-jit")
+    notebook(subs / "b.ipynb", "ch2-jit")
+    notebook(subs / "c.ipynb", "ch2-practice")
+    with pytest.raises(UsageError) as info:
+        grade_many([subs], tmp_path / "out", NO_A)
+    assert str(info.value) == ("the notebooks name different assignments (2 for ch2-jit, "
+                               "1 for ch2-practice): pass -a to say which one this batch grades")
+    assert recorder.tasks == [] and not (tmp_path / "out").exists()
+    grade_many([subs], tmp_path / "out", OPTIONS)  # with -a it grades, c gets its error report
+    assert [t.student for t in recorder.tasks] == ["a", "b"]
+
+
+def test_modules_alone_need_a_unless_there_is_one_assignment(tmp_path: Path, recorder,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice.py").write_text("x = 1\n")
+    with pytest.raises(UsageError, match=r"cannot tell which assignment this batch grades .*pass -a"):
+        grade_many([subs], tmp_path / "out", NO_A)
+    only = tmp_path / "assignments"
+    shutil.copytree(ROOT / "assignments" / "ch2-jit", only / "ch2-jit")
+    monkeypatch.setenv("GRADER_ASSIGNMENTS", str(only))
+    assert grade_many([subs], tmp_path / "out", NO_A).assignment == "ch2-jit"
+    assert [t.options.assignment for t in recorder.tasks] == ["ch2-jit"]
+
+
+def test_a_given_as_a_folder_grades_as_that_folder(tmp_path: Path, recorder) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    notebook(subs / "bob.ipynb", "ch2-jit")
+    notebook(subs / "erin.ipynb", "ch2-practice")
+    folder = str(ROOT / "assignments" / "ch2-jit")
+    result = grade_many([subs], tmp_path / "out", NO_A.model_copy(update={"assignment": folder}))
+    assert result.assignment == "ch2-jit"
+    assert [(t.student, t.options.assignment) for t in recorder.tasks] == [("bob", folder)]
+    assert saved_reports(tmp_path / "out")["erin"].error.endswith("but this batch grades ch2-jit")

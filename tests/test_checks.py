@@ -468,7 +468,10 @@ def test_compile_limit_sends_the_whole_call_sequence(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "training.fori_compiles_once")
     (request,) = check.requests()
     assert request.target == "train_fori" and len(request.calls) == 3
-    assert [c.args[5].v for c in request.calls] == [10, 25, 40]  # num_steps varies, as a Python int
+    steps = [c.args[5].v for c in request.calls]
+    assert all(type(n) is int for n in steps) and len(set(steps)) == 3  # num_steps varies, as a Python int
+    other = make_check(ch2, Context(assignment=ch2, seed=ctx.seed + 1), "training.fori_compiles_once")
+    assert [c.args[5].v for c in other.requests()[0].calls] != steps  # drawn per run: not in the notebook
 
 
 # ----------------------------------------------------------------------------- custom
@@ -499,16 +502,41 @@ def test_custom_detective_wrong_shape_of_answer(ch2, ctx) -> None:
     assert_failed(check.judge({rid: obs}), "item 1", "not True/False")
 
 
-def test_custom_iterations(ch2, ctx) -> None:
+def _rule_counts(ch2, check) -> list[int]:
+    return [ch2.checks.newton_reference_count(*c.args, np.float32) for c in check.cases]
+
+
+def test_custom_iterations_follow_the_stopping_rule(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.iterations")
     (rid,) = request_ids(check)
     assert rid.endswith("/calls")
-    loose_tight = [(np.float32(np.sqrt(c.args[0])), np.int32(3 if c.args[1] > 1e-3 else 7)) for c in check.cases]
-    assert check.judge({rid: values(rid, loose_tight)}).status == "passed"
-    constant = [(np.float32(np.sqrt(c.args[0])), np.int32(5)) for c in check.cases]
-    assert_failed(check.judge({rid: values(rid, constant)}), "took 5 iterations with tol=0.1 and 5 with tol=1e-6")
-    zero = [(np.float32(1.0), np.int32(0)) for _ in check.cases]
-    assert_failed(check.judge({rid: values(rid, zero)}), "reports 0 iterations")
+    counts = _rule_counts(ch2, check)
+    roots = [np.float32(np.sqrt(c.args[0])) for c in check.cases]
+    for shift in (-1, 0, 1):  # what correct solutions count differs by one
+        answers = [(r, np.int32(k + shift)) for r, k in zip(roots, counts)]
+        assert check.judge({rid: values(rid, answers)}).status == "passed", shift
+    # a made-up count that grows as tol shrinks is not the rule's count
+    made_up = [(r, np.int32(3 if c.args[1] > 1e-3 else 7)) for r, c in zip(roots, check.cases)]
+    assert_failed(check.judge({rid: values(rid, made_up)}), "reports", "the stopping rule")
+    two_off = [(r, np.int32(k + 2)) for r, k in zip(roots, counts)]
+    assert_failed(check.judge({rid: values(rid, two_off)}), f"reports {counts[0] + 2} iterations", f"takes {counts[0]}")
+
+
+@pytest.mark.parametrize(("count", "fragment"), [
+    (np.float32("nan"), "nan"), (np.float32("inf"), "inf"), (np.float32(2.5), "2.5"), ("five", "five"),
+])
+def test_custom_iterations_odd_counts_get_a_sentence(ch2, ctx, count, fragment) -> None:
+    check = make_check(ch2, ctx, "newton.iterations")
+    (rid,) = request_ids(check)
+    odd = [(np.float32(1.0), count) for _ in check.cases]
+    assert_failed(check.judge({rid: values(rid, odd)}), "iteration count", "whole number", fragment)
+
+
+def test_custom_iterations_a_dict_is_not_a_pair(ch2, ctx) -> None:
+    check = make_check(ch2, ctx, "newton.iterations")
+    (rid,) = request_ids(check)
+    as_dict = [{"root": np.float32(1.0), "k": np.int32(5)} for _ in check.cases]
+    assert_failed(check.judge({rid: values(rid, as_dict)}), "expected (root, iterations)")
 
 
 def test_mismatch_compares_dicts_by_key() -> None:
@@ -548,3 +576,25 @@ def test_an_answer_of_the_wrong_shape_is_an_error_not_a_crash(ch2, ctx) -> None:
     (rid,) = request_ids(check)
     outcome = check.judge({rid: trace(rid, "cond")})
     assert outcome.status == "error" and "unreadable" in outcome.message
+
+
+def test_several_values_are_compared_by_their_leaves() -> None:
+    """The rule of README "How answers are compared": what `w, b = f(...)` unpacks."""
+    from grader.values import Tree
+
+    want = (1.0, 2.0)
+    assert mismatch(Tree(type="Params", leaves=(np.asarray(1.0), np.asarray(2.0))), want, 1e-6, 0.0) is None
+    assert mismatch(np.array([1.0, 2.0], np.float32), want, 1e-6, 0.0) is None
+    assert mismatch([np.asarray(1.0), np.asarray(2.0)], want, 1e-6, 0.0) is None
+    assert "item 1" in mismatch(np.array([1.0, 2.5]), want, 1e-6, 0.0)
+    assert "expected 2 values" in mismatch(np.array([1.0, 2.0, 3.0]), want, 1e-6, 0.0)
+    assert "expected 2 values" in mismatch({"w": np.asarray(1.0), "b": np.asarray(2.0)}, want, 1e-6, 0.0)
+    assert "expected 2 values" in mismatch(np.zeros((2, 1)), want, 1e-6, 0.0)  # only a 1-D array unpacks
+    # an "against" function's pytree is compared by its leaves too
+    assert mismatch((np.asarray(1.0), np.asarray(2.0)), Tree(type="P", leaves=(1.0, 2.0)), 1e-6, 0.0) is None
+
+
+def test_non_finite_and_complex_values_get_a_sentence() -> None:
+    assert "nan" in mismatch(np.asarray(np.nan), 1.0, 1e-6, 0.0)
+    assert "complex" in mismatch(np.asarray(1 + 2j), 1.0, 1e-6, 0.0)
+    assert mismatch(np.asarray(1 + 0j), 1.0, 1e-6, 0.0) is None

@@ -4,6 +4,7 @@ and what a real browser shows of it (headless Chromium, skipped when it is not i
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -134,6 +135,59 @@ def test_student_text_is_escaped(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "&lt;img src=x onerror=&quot;alert(2)&quot;&gt; &amp; more" in page
     assert 'href="%3Cscript%3Ealert%281%29%3C%2Fscript%3E.json"' in page  # the file name, percent-encoded
+
+
+ATTRIBUTE_BREAKOUT = '"><img src=x onerror=alert(1)>'
+
+
+def test_ids_that_break_out_of_attributes_are_escaped_and_links_encoded(tmp_path: Path) -> None:
+    reports = {ATTRIBUTE_BREAKOUT: make_report(ATTRIBUTE_BREAKOUT, {"a.one"}),
+               "../../etc/passwd#x?y": make_report("../../etc/passwd#x?y"),
+               "javascript:alert(1)": make_report("javascript:alert(1)", error=ATTRIBUTE_BREAKOUT)}
+    page = write_class_report(reports, tmp_path).read_text(encoding="utf-8")
+    assert "<img" not in page and 'onerror=alert(1)>' not in page
+    assert page.count("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;") == 2  # the id and the error
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert sorted(hrefs) == sorted(["%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.json",
+                                    "..%2F..%2Fetc%2Fpasswd%23x%3Fy.json", "javascript%3Aalert%281%29.json"])
+    assert all(re.fullmatch(r"[A-Za-z0-9._~%-]+", h) for h in hrefs)  # relative, one path segment
+
+
+def test_links_use_the_given_report_file_names(tmp_path: Path) -> None:
+    reports = {"\u0430lice": make_report("\u0430lice"), "bo b": make_report("bo b")}
+    page = write_class_report(reports, tmp_path,
+                              report_file=lambda s: f"r-{s.encode().hex()}.json").read_text(encoding="utf-8")
+    assert 'href="r-d0b06c696365.json"' in page and 'href="r-626f2062.json"' in page
+
+
+LOOKALIKE = "\u0430lice"  # the first letter is CYRILLIC SMALL LETTER A
+
+
+def test_non_ascii_ids_are_marked_so_look_alikes_can_be_told_apart(tmp_path: Path) -> None:
+    page = write_class_report({"alice": make_report("alice"), LOOKALIKE: make_report(LOOKALIKE)},
+                              tmp_path).read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr><td><a href="([^"]+)\.json">.*?</tr>', page)}
+    assert sorted(rows) == ["%D0%B0lice", "alice"]
+    assert "non-ASCII" not in rows["alice"]
+    marked = rows["%D0%B0lice"]
+    assert '<span class="badge nonascii"' in marked and ">non-ASCII</span>" in marked
+    assert '<code class="ascii">\\u0430lice</code>' in marked  # visible, not only in the tooltip
+    assert "U+0430 CYRILLIC SMALL LETTER A" in marked
+    assert page.count(">non-ASCII</span>") == 1
+
+
+def test_bidi_and_invisible_characters_in_ids_and_errors_are_shown(tmp_path: Path) -> None:
+    sneaky = "bob\u202egnp.exe"  # would read "bobexe.png"
+    hidden = "z\u200bed\u2066"
+    reports = {sneaky: make_report(sneaky), hidden: make_report(hidden),
+               "eve": make_report("eve", error="bad\x1b[2J\u202e\x00 cell")}
+    page = write_class_report(reports, tmp_path).read_text(encoding="utf-8")
+    for ch in ("\u202e", "\u200b", "\u2066", "\x1b", "\x00"):
+        assert ch not in page, repr(ch)
+    assert "bob\\u202egnp.exe</a>" in page and "z\\u200bed\\u2066</a>" in page
+    assert "bad\\x1b[2J\\u202e\\x00 cell" in page
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE" in page and "U+200B ZERO WIDTH SPACE" in page
+    assert page.count('class="badge nonascii"') == 2
 
 
 def test_page_is_self_contained_and_deterministic(tmp_path: Path) -> None:

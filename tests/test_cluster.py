@@ -15,7 +15,7 @@ import dask
 
 from grader.batch import SerialExecutor, Task
 from grader.cluster import MISSING_EXTRA, DaskExecutor, _outcome, worker_facts, worker_problems
-from grader.errors import KernelStartFailed, SpecInvalid, UsageError
+from grader.errors import AssignmentNotFound, KernelStartFailed, SpecInvalid, UsageError
 from grader.options import GradeOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def test_what_a_worker_raises() -> None:
     task = Task(student="zed", path="zed.py", options=OPTIONS)
     report = _outcome(_Finished(RuntimeError("boom\nmore lines")), task)
     assert report.status == "error" and report.score == 0 and report.student == "zed"
-    assert report.error == "grading failed on a cluster worker: RuntimeError: boom"
+    assert report.error.endswith("(a grader bug; please report it): RuntimeError: boom")  # one line
     killed = distributed.KilledWorker("key", None, 3)
     assert "died" in _outcome(_Finished(killed), task).error
     # infrastructure: a grader that cannot start kernels, a broken spec, a lost scheduler
@@ -111,18 +111,24 @@ def test_cluster_grades_like_serial(cluster_client, tmp_path: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_a_task_raising_on_a_worker(cluster_client) -> None:
-    """An unknown assignment raises inside grade_task on the worker: that student's error report.
+def test_a_task_raising_on_a_worker(cluster_client, tmp_path: Path) -> None:
+    """A submission that cannot be read raises inside grade_task on the worker: that student's
+    error report (grader.faults). An assignment the instructor named wrongly stops the batch.
 
     The executor connects to the scheduler's address itself here, and closes that connection.
     """
-    tasks = [Task(student="lost", path=str(ROOT / "solutions" / "ch2-jit.py"),
-                  options=GradeOptions(assignment="no-such-assignment", seed=1))]
+    bad = tmp_path / "lost.py"
+    bad.write_bytes(b"\xff\xfe not utf-8")
+    tasks = [Task(student="lost", path=str(bad), options=OPTIONS)]
     executor = DaskExecutor(cluster_client.scheduler.address)
     [(task, report)] = list(executor.map(tasks))
     assert task is tasks[0] and report.status == "error" and report.student == "lost"
-    assert report.error.startswith("no assignment named 'no-such-assignment'")
+    assert "UTF-8" in report.error
     assert executor._client is None
+    wrong = [Task(student="x", path=str(ROOT / "solutions" / "ch2-jit.py"),
+                  options=GradeOptions(assignment="no-such-assignment", seed=1))]
+    with pytest.raises(AssignmentNotFound):
+        list(DaskExecutor(cluster_client.scheduler.address).map(wrong))
 
 
 def test_workers_that_cannot_see_the_submissions_stop_the_batch(

@@ -21,7 +21,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SUBMISSION = FIXTURES / "submissions" / "hardcoded_answers.py"
 SEED_SELFCHECKS = FIXTURES / "seed_selfchecks.py"
 SEED = 1
-CAUGHT_BY_HIDDEN_CHECKS = {"tax.switch_hidden", "tax.vectorized_hidden", "newton.hidden"}
+# newton.iterations: its made-up count (one per decade of tol) is not the stopping rule's count
+CAUGHT_BY_HIDDEN_CHECKS = {"tax.switch_hidden", "tax.vectorized_hidden", "newton.hidden", "newton.iterations"}
 
 # Runs each file given on the command line in one namespace, in order, as a notebook would.
 RUN_IN_ORDER = """

@@ -23,11 +23,13 @@ import json
 import os
 import re
 import resource
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -92,7 +94,7 @@ def observe(kernel: Kernel, body: str, **params: Any) -> dict[str, Any]:
     `params` reach the cell as the dict `params` (JSON), so paths are passed, not pasted."""
     code = (PRELUDE + f"params = _json.loads({json.dumps(params)!r})\n" + textwrap.dedent(body)
             + f"\nget_ipython().display_pub.publish(data={{{MIME_TYPE!r}: facts}}, metadata={{}})\n")
-    run = kernel.run(code, CELL_TIMEOUT)
+    run = kernel.run(code, CELL_TIMEOUT, observations=True)
     assert run.status == "ok", f"the fact-finding cell failed: {run.status} {run.ename}: {run.evalue}"
     assert len(run.observations) == 1, run.observations
     return run.observations[0]
@@ -411,6 +413,112 @@ def test_processes_left_running_are_gone_once_the_kernel_is_closed() -> None:
     assert host_processes_with_argv(daemon) == []
 
 
+# A daemon that double-forks (reparented to the sandbox's init, out of the kernel's reach) and beats
+# a heartbeat file for a minute at most, and a plain child: both are strays.
+DAEMON_CELL = '''
+import subprocess, time
+
+heartbeat = os.path.join(os.getcwd(), "heartbeat")
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    try:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, str(os.getpid()).encode())
+            for beat in range(1200):
+                with open(heartbeat + ".new", "w") as f:
+                    f.write(str(beat))
+                os.replace(heartbeat + ".new", heartbeat)
+                time.sleep(0.05)
+    finally:
+        os._exit(0)
+os.close(w)
+daemon = int(os.read(r, 32))
+os.close(r)
+os.waitpid(child, 0)
+sleeper = subprocess.Popen(["sleep", "60"])
+facts = {"kernel": os.getpid(), "daemon": daemon, "sleeper": sleeper.pid}
+'''
+
+
+def sandbox_procs(kernel: Kernel) -> dict[int, int]:
+    """pid as the kernel sees it -> pid on the host, for every process in the kernel's pids cgroup."""
+    root = kernel._km.provisioner.process.pid
+    group = CGROUP_ROOT / "pids" / cgroup_paths(Path(f"/proc/{root}/cgroup").read_text())["pids"].lstrip("/")
+    found = {}
+    for pid in map(int, (group / "cgroup.procs").read_text().split()):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("NSpid:"):
+                    found[int(line.split()[-1])] = pid
+    return found
+
+
+def beats(kernel: Kernel) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        return int((kernel.scratch / "heartbeat").read_text())
+    return -1
+
+
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def check_stop_strays(kernel: Kernel, chain_length: int) -> None:
+    facts = observe(kernel, DAEMON_CELL)
+    assert wait_for(lambda: beats(kernel) >= 2), "the daemon never beat"
+    before = sandbox_procs(kernel)
+    assert {facts["daemon"], facts["sleeper"], facts["kernel"]} <= set(before)  # so the test is not vacuous
+    started = time.monotonic()
+    assert kernel.stop_strays() == 2
+    elapsed = time.monotonic() - started
+    after = sandbox_procs(kernel)
+    assert len(after) == chain_length and facts["kernel"] in after, after  # the kernel's chain, no more
+    assert after[facts["kernel"]] == before[facts["kernel"]]
+    last = beats(kernel)
+    time.sleep(0.3)  # six beats' time
+    assert beats(kernel) == last, "the daemon still beats"
+    assert elapsed < 2.0, elapsed
+    # the kernel still answers, and is the same process
+    again = observe(kernel, 'facts = {"kernel": os.getpid(), "sleeper": sleeper.wait(timeout=5)}')
+    assert again == {"kernel": facts["kernel"], "sleeper": -9}
+    assert kernel.stop_strays() == 0
+
+
+@pytest.mark.kernel
+@needs("cgroups", "namespaces")
+def test_stop_strays_kills_a_double_forked_daemon_and_keeps_the_kernel() -> None:
+    """The in-kernel probe only reaches the kernel's descendants; the grader reaches the cgroup.
+    Kept: the provisioner's bwrap, bwrap's pid-1 init and the kernel."""
+    with Kernel(sandbox=POLICY) as kernel:
+        check_stop_strays(kernel, chain_length=3)
+
+
+@pytest.mark.kernel
+@needs("cgroups")
+def test_stop_strays_without_namespaces_keeps_the_kernel_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bubblewrap, the provisioner's process is the kernel itself (the daemon is reparented
+    outside the sandbox, but it is still in the cgroup)."""
+    import grader.kernel
+
+    monkeypatch.setattr(grader.kernel, "available",
+                        lambda: Isolation(sandboxed=False, layers=["cgroups", "rlimits"], missing={}))
+    with Kernel(sandbox=POLICY) as kernel:
+        check_stop_strays(kernel, chain_length=1)
+
+
+def test_stop_strays_without_the_cgroup_layer_kills_nothing(tmp_path: Path) -> None:
+    layers = [layer for layer in LAYERS if layer != "cgroups"]
+    sandbox = Sandbox(tmp_path, POLICY, Isolation(sandboxed=False, layers=layers, missing={}))
+    assert sandbox.stop_strays(os.getpid()) == 0
+
+
 @pytest.mark.kernel
 @needs("cgroups")
 def test_cgroup_limits_hold_for_the_kernel(kernel: Kernel) -> None:
@@ -463,6 +571,40 @@ def test_tmp_and_scratch_are_size_limited_tmpfs(kernel: Kernel) -> None:
     assert facts["mounts"]["/tmp"] == "tmpfs" and facts["mounts"][cwd] == "tmpfs"
     assert facts["sizes"]["/tmp"] == POLICY.tmp_bytes
     assert facts["sizes"][cwd] == POLICY.scratch_bytes
+
+
+@pytest.mark.kernel
+@needs("namespaces", "user", "scratch")
+@pytest.mark.parametrize("base, below", [("/tmp", "a/b"), ("/var/tmp", "x")], ids=["tmp-a-b", "var-tmp-x"])
+def test_a_kernel_starts_with_tmpdir_set_to_a_deeper_directory(base: str, below: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """SLURM and CI runners set TMPDIR. bwrap creates the scratch bind's missing parents inside the
+    sandbox; with mode 0700 the kernel's user could not reach its own scratch directory."""
+    top = Path(base) / f"grader-tmpdir-{uuid.uuid4().hex[:8]}"
+    tmpdir = top / below
+    tmpdir.mkdir(parents=True)
+    os.chmod(top, 0o700)  # a job's private directory: not even the sandbox's user may enter it on the host
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile caches the directory it chose
+    try:
+        with Kernel(sandbox=POLICY) as kernel:
+            assert kernel.scratch.parent == tmpdir
+            facts = observe(kernel, '''
+                import stat
+                write("notes.txt")
+                cwd = os.getcwd()
+                facts = {"cwd": cwd, "own": sorted(os.listdir(".")), "uid": os.getuid(),
+                         "parents": {p: oct(stat.S_IMODE(os.stat(p).st_mode))
+                                     for p in params["parents"]},
+                         "statvfs": os.statvfs(cwd).f_blocks * os.statvfs(cwd).f_frsize}
+            ''', parents=[str(p) for p in kernel.scratch.parents if p != Path("/")])
+        assert facts["cwd"] == str(kernel.scratch) and facts["uid"] == POLICY.uid
+        assert {"notes.txt", "connection.json"} <= set(facts["own"])
+        assert facts["statvfs"] == POLICY.scratch_bytes  # the tmpfs was mounted there
+        for parent, mode in facts["parents"].items():  # /tmp itself is the private 1777 tmpfs
+            assert mode in ("0o755", "0o1777"), (parent, mode)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 # ============================================================================= B. faults
@@ -661,6 +803,25 @@ def test_wrap_puts_the_kernel_inside_every_layer(tmp_path: Path, repo_root: Path
     for option, src, _ in binds:
         assert not covered(solutions, {src.resolve()}), f"{option} {src} exposes {solutions}"
     assert not covered(repo_root / "assignments", {src.resolve() for _, src, _ in binds})
+    assert bw[bw.index("--seccomp") + 1] == "9"  # the fd the privileged shell opened the filter on
+
+
+@pytest.mark.parametrize("tmpdir", ["/tmp/a/b", "/var/tmp/x"])
+def test_wrap_creates_the_scratch_dirs_missing_parents_open(tmpdir: str) -> None:
+    """The argv alone: every parent of the scratch bind that the sandbox's root lacks is created
+    with mode 0755 before the bind (bwrap would make it 0700, which the kernel's user cannot enter)."""
+    scratch = Path(tmpdir) / "grade-abc"
+    sandbox = Sandbox(scratch, POLICY, Isolation(sandboxed=True, layers=list(LAYERS)))
+    argv = sandbox.wrap([sys.executable], str(scratch / "connection.json"))
+    bw = argv[argv.index("bwrap"):argv.index("setpriv")]
+    created = [Path(bw[i + 3]) for i in range(len(bw) - 3) if bw[i:i + 3] == ["--perms", "0755", "--dir"]]
+    expected = [p for p in reversed(scratch.parents) if p not in (Path("/"), Path("/tmp"))]
+    assert [p for p in created if p in expected] == expected
+    bind = max(i for i, arg in enumerate(bw) if arg == "--bind")
+    assert bw[bind + 1:bind + 3] == [str(scratch), str(scratch)]
+    for parent in expected:  # created before the bind that needs them
+        assert max(i for i in range(len(bw) - 3) if bw[i + 3] == str(parent) and bw[i + 2] == "--dir") < bind
+    assert bw.index("--tmpfs") < bind  # /tmp/a/b lives in the private /tmp
 
 
 def test_wrap_without_layers_leaves_the_command_alone(tmp_path: Path) -> None:

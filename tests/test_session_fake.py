@@ -28,8 +28,7 @@ class CellHangs(BaseException):
     """Raised by 'student code' to make the current cell time out (like `while True: pass`)."""
 
 
-def probe_requests(code: str) -> list[dict] | None:
-    """The requests inside a probe cell made by session.probe_code, or None for a student cell."""
+def _probe_call(code: str) -> ast.Call | None:
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -40,7 +39,19 @@ def probe_requests(code: str) -> list[dict] | None:
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Subscript)
             and ast.unparse(call.func).endswith("['serve']")):
         return None
-    return json.loads(ast.literal_eval(call.args[0]))
+    return call
+
+
+def probe_requests(code: str) -> list[dict] | None:
+    """The requests inside a probe cell made by session.probe_code, or None for a student cell."""
+    call = _probe_call(code)
+    return None if call is None else json.loads(ast.literal_eval(call.args[0]))
+
+
+def probe_nonce(code: str) -> str:
+    call = _probe_call(code)
+    assert call is not None
+    return next(ast.literal_eval(k.value) for k in call.keywords if k.arg == "nonce")
 
 
 class FakeKernel:
@@ -59,7 +70,10 @@ class FakeKernel:
         self.namespace = {"KernelDies": KernelDies, "CellHangs": CellHangs}
         return self
 
-    def run(self, code: str, timeout: float) -> CellRun:
+    def stop_strays(self) -> int:
+        return 0
+
+    def run(self, code: str, timeout: float, *, observations: bool = False) -> CellRun:
         self.ran.append(code)
         self.timeouts.append(timeout)
         if not self.alive:
@@ -67,10 +81,12 @@ class FakeKernel:
         requests = probe_requests(code)
         if requests is None:
             return self._run_cell(code)
+        assert observations, "a probe cell must ask for its observations"
+        nonce = probe_nonce(code)
         observations: list[dict] = []
         try:
             for request in requests:
-                observations.append(runtime.observe(request, self.namespace))
+                observations.append({"nonce": nonce, "observation": runtime.observe(request, self.namespace)})
         except KernelDies:
             self.alive = False
             return CellRun(status="died", evalue="the kernel process died", observations=observations)
@@ -264,7 +280,7 @@ def test_kernel_death_marks_the_culprit_and_the_rest_are_answered() -> None:
     assert set(got) == {"first", "culprit", "after"}
     assert value_of(got["first"]) == 2
     assert got["culprit"].status == "crashed"
-    assert got["culprit"].detail == "the Python kernel died during this check"
+    assert got["culprit"].detail.startswith("the Python kernel died during this check")
     assert value_of(got["after"]) == 11
     first, second = factory.kernels
     assert second.ran[:2] == ["x = 5", STUDENT]  # replayed before the rest of the batch
@@ -339,10 +355,10 @@ def test_every_request_hanging_in_one_batch_does_not_starve_later_batches() -> N
 
 def test_probe_that_stops_answering_without_hanging_marks_the_rest_crashed() -> None:
     class Mute(FakeKernel):
-        def run(self, code: str, timeout: float) -> CellRun:
+        def run(self, code: str, timeout: float, **kw) -> CellRun:
             if probe_requests(code) is not None:
                 return CellRun(status="error", ename="NameError", evalue="name 'runpy' is not defined")
-            return super().run(code, timeout)
+            return super().run(code, timeout, **kw)
 
     class MuteFactory(FakeKernelFactory):
         def __call__(self) -> FakeKernel:
@@ -359,11 +375,16 @@ def test_probe_that_stops_answering_without_hanging_marks_the_rest_crashed() -> 
 
 def test_garbage_observations_are_ignored() -> None:
     class Liar(FakeKernel):
-        def run(self, code: str, timeout: float) -> CellRun:
-            run = super().run(code, timeout)
+        def run(self, code: str, timeout: float, **kw) -> CellRun:
+            run = super().run(code, timeout, **kw)
             if probe_requests(code) is None:
                 return run
-            forged = [{"id": "a", "status": "ok", "result": {"op": "nonsense"}}, {"not": "an observation"}]
+            nonce = probe_nonce(code)
+            forged = [{"id": "a", "status": "ok", "result": {"op": "nonsense"}}, {"not": "an observation"},
+                      {"nonce": nonce, "observation": {"id": "a", "status": "ok", "result": {"op": "nonsense"}}},
+                      {"nonce": nonce, "observation": "a string"}, "not even a dict",
+                      {"nonce": "guessed", "observation": {"id": "a", "status": "ok", "result": {
+                          "op": "call", "values": [{"t": "py", "v": 999}]}}}]
             return run.model_copy(update={"observations": forged + run.observations})
 
     class LiarFactory(FakeKernelFactory):
@@ -388,3 +409,79 @@ def test_restart_budget_exhausted_marks_the_rest_crashed(interrupt_works: bool) 
     assert set(got) == {r.id for r in requests}
     assert {o.status for o in got.values()} == {"crashed"}
     assert len(factory.kernels) <= MAX_RESTARTS + 1
+
+
+# ----------------------------------------------------------------------------- hostile answers, bounds
+
+
+def test_a_function_that_hung_once_is_not_called_again_in_the_run() -> None:
+    """A hanging newton_sqrt used to cost every check that calls it a full probe timeout."""
+    factory = FakeKernelFactory(interrupt_works=False)
+    code = STUDENT + "\ndef hangs(x):\n    raise CellHangs()\n"
+    with session_for(submission(code), factory) as session:
+        session.run_student_cells()
+        first = session.observe([call("h1", "hangs", 1), call("h2", "hangs", 2), call("ok1", "ok", 1)], 5.0)
+        later = session.observe([call("h3", "hangs", 3), LookupRequest(id="look", name="hangs")], 5.0)
+    assert first["h1"].status == "timeout"
+    assert first["h2"].status == "timeout" and "not called again" in first["h2"].detail
+    assert value_of(first["ok1"]) == 2
+    assert later["h3"].status == "timeout" and "not called again" in later["h3"].detail
+    assert later["look"].status == "ok"  # looking the name up does not call it
+    probes = [[r["id"] for r in probe_requests(code)] for k in factory.kernels for code in k.ran
+              if probe_requests(code)]
+    assert probes[0] == ["h1", "h2", "ok1"]  # one batch: h1 hung before h2 ran
+    assert all("h2" not in p and "h3" not in p for p in probes[1:])
+
+
+def test_an_oversized_or_too_deep_answer_is_that_check_s_error() -> None:
+    class Deep(FakeKernel):
+        def run(self, code: str, timeout: float, **kw) -> CellRun:
+            run = super().run(code, timeout, **kw)
+            if probe_requests(code) is None:
+                return run
+            nonce = probe_nonce(code)
+            deep: object = {"t": "py", "v": 1}
+            for _ in range(200):
+                deep = {"t": "list", "items": [deep]}
+            huge = {"t": "list", "items": [{"t": "py", "v": 1}] * 500_000}
+            giant_int = {"t": "py", "v": 10**400}
+            structured = {"t": "array", "dtype": "(1000,1000)f8", "shape": [], "data": 0}
+            lying_shape = {"t": "array", "dtype": "float64", "shape": [100000, 100000], "data": []}
+            forged = [{"nonce": nonce, "observation": {"id": rid, "status": "ok",
+                                                       "result": {"op": "call", "values": [v]}}}
+                      for rid, v in [("a", deep), ("b", huge), ("c", giant_int), ("d", structured), ("e", lying_shape)]]
+            return run.model_copy(update={"observations": forged})
+
+    class DeepFactory(FakeKernelFactory):
+        def __call__(self) -> FakeKernel:
+            kernel = Deep(self)
+            self.kernels.append(kernel)
+            return kernel
+
+    with session_for(submission(STUDENT), DeepFactory()) as session:
+        session.run_student_cells()
+        got = session.observe([call(rid, "ok", 1) for rid in "abcde"], 5.0)
+    assert got["a"].status == "crashed" and "deeper" in got["a"].detail
+    assert got["b"].status == "crashed" and "too large" in got["b"].detail
+    assert got["c"].status == "crashed" and "integer" in got["c"].detail
+    assert got["d"].status == "crashed" and "malformed" in got["d"].detail
+    assert got["e"].status == "crashed" and "malformed" in got["e"].detail
+
+
+def test_cell_problems_are_capped_and_counted() -> None:
+    cells = [f"raise ValueError('cell {i} ' + 'x' * 5000)" for i in range(60)]
+    with session_for(submission(*cells), FakeKernelFactory()) as session:
+        session.run_student_cells()
+    assert len(session.problems) == 20 and session.problems_omitted == 40
+    assert all(len(p.message) <= 1000 for p in session.problems)
+
+
+def test_replays_spend_the_submission_time_limit() -> None:
+    """A replay after a kernel death runs the completed cells within what is left of the limit."""
+    factory = FakeKernelFactory()
+    cells = ["x = 1", "y = 2", "raise KernelDies()", "z = 3"]
+    with session_for(submission(*cells), factory, submission_timeout=7.0) as session:
+        session.run_student_cells()
+    replayed = factory.kernels[1].timeouts
+    assert replayed and all(t <= 7.0 for t in replayed)
+    assert all(t <= 7.0 for k in factory.kernels for t in k.timeouts)

@@ -228,3 +228,249 @@ def test_unreadable_survives_pickling(tmp_path: Path) -> None:
     err = unreadable(tmp_path / "nope.py")
     copy = pickle.loads(pickle.dumps(err))
     assert (copy.path, copy.reason, str(copy)) == (err.path, err.reason, str(err))
+
+
+# ----------------------------------------------------------------------------- file quirks
+
+
+BOM = "\ufeff"
+
+
+def compiles(source: str) -> bool:
+    try:
+        compile(source, "<cell>", "exec")
+        return True
+    except SyntaxError:
+        return False
+
+
+def test_bom_and_crlf_module_reads_as_python_reads_it(tmp_path: Path, reference_source: str) -> None:
+    path = tmp_path / "sub.py"
+    path.write_bytes((BOM + reference_source).replace("\n", "\r\n").encode("utf-8"))
+    sub = read_submission(path)
+    assert "".join(c.source for c in sub.cells) == reference_source
+    assert all("\r" not in c.source and BOM not in c.source and compiles(c.source) for c in sub.cells)
+    assert [c.source.splitlines()[0] for c in sub.cells if c.source.startswith("# %%")] == [
+        "# %% [setup]", "# %% [tax]", "# %% [newton]", "# %% [detective]", "# %% [training]"]
+    assert sub.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()  # of the bytes as they are
+
+
+def test_lone_cr_line_endings_are_lines(tmp_path: Path) -> None:
+    path = tmp_path / "mac.py"
+    path.write_bytes(b"import math\rx = math.pi\r\rdef f():\r    return x\r")
+    sub = read_submission(path)
+    assert [c.source for c in sub.cells] == ["import math\n", "x = math.pi\n\n", "def f():\n    return x\n"]
+    assert [c.first_line for c in sub.cells] == [1, 2, 4]
+
+
+def test_lines_are_split_only_where_python_splits_them(tmp_path: Path) -> None:
+    """Form feeds, U+2028 and the other characters str.splitlines splits at are not line ends."""
+    text = 's = "a\u2028b\x0cc\x1cd\x85e"\n\x0c\nt = 1\nu = """\u2029"""\n'
+    sub = read_submission(write_module(tmp_path, text))
+    assert [c.source for c in sub.cells] == ['s = "a\u2028b\x0cc\x1cd\x85e"\n\x0c\n', "t = 1\n",
+                                             'u = """\u2029"""\n']
+    assert all(compiles(c.source) for c in sub.cells)
+
+
+def test_compound_statements_stay_whole(tmp_path: Path) -> None:
+    text = ("if x:\n    a = 1\nelif y:\n    a = 2\nelse:\n    a = 3\n"
+            "try:\n    b = 1\nexcept Exception:\n    b = 2\nfinally:\n    c = 3\n"
+            "for i in []: pass\nelse: d = 4\n"
+            "(\n); e = 5\n"
+            "class K:\n    pass\n")
+    sub = read_submission(write_module(tmp_path, text))
+    assert [c.first_line for c in sub.cells] == [1, 7, 13, 15, 17]
+    assert all(compiles(c.source) for c in sub.cells)
+
+
+def test_notebook_with_a_bom_reads(tmp_path: Path) -> None:
+    path = write_notebook(tmp_path / "nb.ipynb", [code("a = 1\r\nb = 2")],
+                          {"grader": {"assignment": "ch2-jit"}})
+    path.write_bytes(BOM.encode() + path.read_bytes())
+    sub = read_submission(path)
+    assert [c.source for c in sub.cells] == ["a = 1\nb = 2"] and sub.assignment_hint == "ch2-jit"
+
+
+@pytest.mark.parametrize("metadata", [{"grader": "ch2-jit"}, {"grader": ["ch2-jit"]}, {"grader": None},
+                                      {"grader": {"assignment": None}}])
+def test_odd_grader_metadata_names_nothing(tmp_path: Path, metadata: dict) -> None:
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": [
+        {"cell_type": "code", "id": "a", "metadata": {"tags": 5}, "source": ["x = 1\n", "y = 2"],
+         "outputs": [], "execution_count": None},
+        {"cell_type": "code", "id": "b", "metadata": {"tags": "selfcheck-not-a-list"}, "source": "z = 3",
+         "outputs": [], "execution_count": None}]}), encoding="utf-8")
+    sub = read_submission(path)
+    assert sub.assignment_hint is None and [c.source for c in sub.cells] == ["x = 1\ny = 2", "z = 3"]
+
+
+# ----------------------------------------------------------------------------- bounds
+
+
+def test_a_module_of_300000_statements_runs_as_at_most_max_cells_cells(tmp_path: Path) -> None:
+    from grader.submission import MAX_CELLS
+
+    text = "".join(f"x{i} = {i}\n" for i in range(300_000))
+    sub = read_submission(write_module(tmp_path, text))
+    assert len(sub.cells) == MAX_CELLS == 500
+    assert "".join(c.source for c in sub.cells) == text
+    assert [c.first_line for c in sub.cells] == list(range(1, 300_000, 600))  # 600 statements each
+    assert compiles(sub.cells[0].source) and compiles(sub.cells[-1].source)
+    assert len(sub.model_dump_json()) < 6_000_000  # the source itself, no more
+
+
+def test_many_marked_sections_are_grouped_too(tmp_path: Path) -> None:
+    text = "".join(f"# %% [s{i}]\nx = {i}\n" for i in range(1200))
+    sub = read_submission(write_module(tmp_path, text))
+    assert len(sub.cells) == 400 and "".join(c.source for c in sub.cells) == text
+
+
+def test_a_notebook_of_100000_cells_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    from grader.submission import MAX_NOTEBOOK_CELLS
+
+    path = tmp_path / "huge.ipynb"
+    cell = {"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [], "execution_count": None}
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 4, "metadata": {},
+                                "cells": [cell] * 100_000}), encoding="utf-8")
+    assert MAX_NOTEBOOK_CELLS == 2000
+    assert unreadable(path).reason == "has 100000 cells, more than the 2000 a notebook may have"
+
+
+def test_too_much_code_is_refused(tmp_path: Path) -> None:
+    from grader.submission import MAX_SOURCE_CHARS
+
+    module = write_module(tmp_path, "#" * (MAX_SOURCE_CHARS + 1) + "\n")
+    assert unreadable(module).reason == (f"has {MAX_SOURCE_CHARS + 2} characters of code, "
+                                         f"more than the {MAX_SOURCE_CHARS} a submission may run")
+    chunk = "x = 1  # " + "#" * 2_000_000
+    notebook = write_notebook(tmp_path / "nb.ipynb", [code(chunk), code(chunk), code(chunk)])
+    assert unreadable(notebook).reason.startswith(f"has {3 * len(chunk)} characters of code")
+
+
+# ------------------------------------------------------------------------ the assignment is the instructor's
+
+
+from grader import assignment as assignments  # noqa: E402
+from grader.errors import WrongAssignment  # noqa: E402
+from grader.options import GradeOptions  # noqa: E402
+from grader.pipeline import choose_assignment, grade_one  # noqa: E402
+
+
+def evil_assignment(folder: Path, repo_root: Path, marker: Path) -> Path:
+    """A complete assignment folder (the ch2-jit spec) whose checks.py writes `marker` if executed."""
+    folder.mkdir(parents=True)
+    for name in ("assignment.toml", "references.py"):
+        (folder / name).write_bytes((repo_root / "assignments" / "ch2-jit" / name).read_bytes())
+    (folder / "checks.py").write_text(f"open({str(marker)!r}, 'w').write('executed')\n"
+                                      + (repo_root / "assignments" / "ch2-jit" / "checks.py").read_text())
+    return folder
+
+
+def no_kernel():
+    raise AssertionError("no kernel may start for a submission that is not gradable")
+
+
+def test_a_notebook_naming_a_folder_runs_nothing_of_it(tmp_path: Path, repo_root: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    subs = tmp_path / "subs"
+    marker = tmp_path / "EXECUTED"
+    evil = evil_assignment(subs / "evil", repo_root, marker)
+    monkeypatch.chdir(subs)
+    for claim in (str(evil), "evil", "./evil", "../subs/evil", "../../evil", "..", "/",
+                  "ch2-jit/../ch2-practice", "ch2-jit/", "CH2-JIT"):
+        path = write_notebook(subs / "mallory.ipynb", [code("pass")], {"grader": {"assignment": claim}})
+        sub = read_submission(path)
+        with pytest.raises(WrongAssignment) as info:
+            assignments.load(choose_assignment(sub, GradeOptions()))
+        assert str(info.value) == \
+            f"{path}: this notebook says it is for {claim!r}, which is not an assignment here"
+        with pytest.raises(WrongAssignment):
+            grade_one(path, GradeOptions(assignment="ch2-jit", sandbox=False), kernel_factory=no_kernel)
+    assert not marker.exists()
+
+
+def test_an_assignment_id_is_never_a_folder_of_the_working_directory(tmp_path: Path, repo_root: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "EXECUTED"
+    evil_assignment(tmp_path / "subs" / "ch2-jit", repo_root, marker)  # a student folder named like the id
+    monkeypatch.chdir(tmp_path / "subs")
+    path = write_notebook(tmp_path / "subs" / "nb.ipynb", [code("pass")],
+                          {"grader": {"assignment": "ch2-jit"}})
+    loaded = assignments.load(choose_assignment(read_submission(path), GradeOptions()))
+    assert loaded.folder == assignments.assignments_dir() / "ch2-jit"
+    assert assignments.load("ch2-jit").folder == assignments.assignments_dir() / "ch2-jit"  # -a ch2-jit too
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("claim", [42, True, 1.5, ["ch2-jit"], {"id": "ch2-jit"}, [[[[[["deep"]]]]]],
+                                   "a" * 100_000, "ch2-jit\x1b[2J\u202e", "x" * 79 + "\n"])
+def test_a_claim_that_is_not_an_id_is_shown_safely(tmp_path: Path, claim: object) -> None:
+    path = write_notebook(tmp_path / "nb.ipynb", [code("pass")], {"grader": {"assignment": claim}})
+    with pytest.raises(WrongAssignment) as info:
+        choose_assignment(read_submission(path), GradeOptions())
+    message = str(info.value)
+    assert message.startswith(f"{path}: this notebook says it is for ")
+    assert message.endswith(", which is not an assignment here")
+    assert len(message) < len(str(path)) + 200
+    assert message.isprintable() and "\x1b" not in message and "\u202e" not in message
+
+
+def test_with_a_the_notebook_must_name_that_assignment(tmp_path: Path, repo_root: Path) -> None:
+    practice = write_notebook(tmp_path / "p.ipynb", [code("pass")],
+                              {"grader": {"assignment": "ch2-practice"}})
+    with pytest.raises(WrongAssignment) as info:
+        choose_assignment(read_submission(practice), GradeOptions(assignment="ch2-jit"))
+    assert info.value.reason == "this notebook says it is for ch2-practice, but it is being graded as ch2-jit"
+    assert (info.value.claimed, info.value.expected) == ("ch2-practice", "ch2-jit")
+    jit = write_notebook(tmp_path / "j.ipynb", [code("pass")], {"grader": {"assignment": "ch2-jit"}})
+    folder = str(repo_root / "assignments" / "ch2-jit")  # -a may be a folder: the instructor's
+    assert choose_assignment(read_submission(jit), GradeOptions(assignment=folder)) == folder
+    module = write_module(tmp_path, "x = 1\n")
+    assert choose_assignment(read_submission(module), GradeOptions(assignment=folder)) == folder
+
+
+def test_wrong_assignment_is_a_submission_error_that_pickles() -> None:
+    import pickle
+
+    err = WrongAssignment("nb.ipynb", "ch2-practice", "ch2-jit")
+    assert isinstance(err, SubmissionUnreadable) and err.exit_code == 2
+    copy = pickle.loads(pickle.dumps(err))
+    assert (copy.path, copy.claimed, copy.expected, str(copy)) == \
+        (err.path, err.claimed, err.expected, str(err))
+    assert str(err) == "nb.ipynb: this notebook says it is for ch2-practice, but this batch grades ch2-jit"
+
+
+def test_cli_one_notebook_naming_a_path_exits_2_with_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write_notebook(tmp_path / "mallory.ipynb", [code("pass")], {"grader": {"assignment": "../../evil"}})
+    done = subprocess.run([sys.executable, "-m", "grader", "mallory.ipynb", "--no-sandbox"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("grade: mallory.ipynb: this notebook says it is for '../../evil', "
+                           "which is not an assignment here\n")
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.kernel
+def test_bom_and_crlf_reference_module_scores_100(tmp_path: Path, reference_source: str) -> None:
+    path = tmp_path / "ch2-jit.py"
+    path.write_bytes((BOM + reference_source).replace("\n", "\r\n").encode("utf-8"))
+    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=3))
+    assert (report.score, report.max_score, report.cell_problems) == (100, 100, [])
+
+
+@pytest.mark.kernel
+def test_300000_raising_statements_give_a_small_report(tmp_path: Path, reference_source: str) -> None:
+    import re
+
+    reference = re.sub(r"^# %%.*\n", "", reference_source, flags=re.M)  # top-level statements
+    path = write_module(tmp_path, reference + "\n" + "1 / 0\n" * 300_000)
+    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=3))
+    assert report.score == 100  # the reference's statements come first, in the first group
+    assert 0 < len(report.cell_problems) <= 500
+    assert {p.status for p in report.cell_problems} <= {"error", "skipped"}
+    assert len(report.model_dump_json(indent=2)) < 1_000_000

@@ -128,3 +128,41 @@ def test_a_mutant_without_a_header_is_refused(tmp_path: Path) -> None:
     path.write_text("x = 1\n")
     with pytest.raises(GraderError, match="fails:"):
         read_mutant(path)
+
+
+RAISING_CHECK = """
+[[exercises]]
+id = "judged"
+title = "Judged by a custom check that is broken"
+points = 1
+
+[[exercises.checks]]
+kind = "custom"
+id = "broken"
+title = "a check whose own code raises"
+points = 1
+message = "double should double"
+function = "always_raises"
+call = "double"
+cases.types = ["float32"]
+cases.rows = [[1.0]]
+"""
+
+
+@pytest.mark.kernel
+def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Path, monkeypatch) -> None:
+    """On a student's answer a raising check is that check's error; on the reference solution it
+    is the assignment's bug: validate marks it and exits 3."""
+    make_assignment(tmp_path, {"wrong_values": WRONG_VALUES, "new_jit_each_call": NEW_JIT_EACH_CALL})
+    folder = tmp_path / "assignments" / "tiny"
+    (folder / "assignment.toml").write_text(SPEC + RAISING_CHECK)
+    (folder / "checks.py").write_text("def always_raises(observed):\n    return observed['calls'][0][1]['nope']\n")
+    monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
+    rows = {r.item: r for r in validate(["tiny"], workers=1)}
+    solution = rows["solutions/tiny.py scores full marks"]
+    assert not solution.ok and solution.bug and "judged.broken" in solution.detail
+    assert "always_raises raised" in solution.detail
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1"],
+                          capture_output=True, text=True)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr

@@ -57,10 +57,17 @@ def newton_inputs(rng: np.random.Generator, count: int = 8) -> list[Case]:
     return [Case(args=(float(a), 1e-6)) for a in 10.0 ** rng.uniform(-3.0, 4.0, size=count)]
 
 
+def newton_compile_runs(rng: np.random.Generator, count: int = 3) -> list[Case]:
+    """Calls with a and tol the notebook cannot know in advance: a traced tol compiles once."""
+    a = rng.uniform(1.5, 500.0, size=count)
+    tol = 10.0 ** -rng.uniform(2.0, 6.0, size=count)
+    return [Case(args=(float(x), float(t))) for x, t in zip(a, tol)]
+
+
 def newton_tolerances(rng: np.random.Generator, count: int = 3) -> list[Case]:
-    """Pairs of calls on the same a: a loose tol, then a tight one."""
+    """Pairs of calls on the same a: a loose tol, then a tight one; one a below 1 (x0 = 1)."""
     cases = []
-    for a in [5.0, *rng.uniform(2.0, 1000.0, size=count)]:
+    for a in [5.0, *rng.uniform(2.0, 1000.0, size=count), 10.0 ** rng.uniform(-3.0, 0.0)]:
         cases += [Case(args=(float(a), 1e-1)), Case(args=(float(a), 1e-6))]
     return cases
 
@@ -126,7 +133,9 @@ def frozen_runs(rng: np.random.Generator) -> list[Case]:
 
 
 def compile_runs(rng: np.random.Generator) -> list[Case]:
-    """Same data, varying lr and num_steps: a traced num_steps and lr compile once."""
+    """Same data, lr and num_steps drawn per run: a traced num_steps and lr compile once."""
     _, _, x, y = _regression(rng)
     zero = np.float32(0.0)
-    return [Case(args=(zero, zero, x, y, lr, n)) for lr, n in [(0.1, 10), (0.2, 25), (0.3, 40)]]
+    lrs = rng.uniform(0.05, 0.5, size=3)
+    steps = rng.choice(np.arange(5, 60), size=3, replace=False)
+    return [Case(args=(zero, zero, x, y, float(lr), int(n))) for lr, n in zip(lrs, steps)]

@@ -9,21 +9,23 @@ the authoritative grade (observations from a fresh kernel) and the notebook's se
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from grader.assignment import Assignment
 from grader.probe.protocol import Observation, Request
+from grader.report import CheckStatus
 
-CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped"]
 
 
 class CheckOutcome(BaseModel):
-    """A verdict: `message` is empty when the check passed."""
+    """A verdict: `message` is empty when the check passed. `judge_error` is set when the
+    check's own code raised on this answer (kept for the instructor; the student sees `message`)."""
 
     status: CheckStatus
     message: str | None = None
+    judge_error: str | None = None
 
 
 PASSED = CheckOutcome(status="passed")

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from grader.cases import materialize, to_calls
 from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
-from grader.errors import GraderError
+from grader.errors import AssignmentBug
+from grader.faults import one_line
 from grader.probe.protocol import CallRequest, Observation, Request, ValueRequest, ValuesResult
 from grader.spec import CustomCheck
 from grader.values import from_wire
@@ -28,18 +29,12 @@ class Verdict(BaseModel):
     detail: str | None = None
 
 
-class CustomCheckFailed(GraderError):
-    """A custom check function itself failed: a bug in the assignment, not in the submission."""
-
-    exit_code = 3
-
-
 class CustomCheckImpl:
     def __init__(self, full_id: str, spec: CustomCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         module = ctx.assignment.checks
         if module is None or not hasattr(module, spec.function):
-            raise CustomCheckFailed(f"{full_id}: checks.py has no function {spec.function!r}")
+            raise AssignmentBug(full_id, f"checks.py has no function {spec.function!r}")
         self.function: Callable[..., Verdict] = getattr(module, spec.function)
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id) if spec.cases else []
 
@@ -65,6 +60,14 @@ class CustomCheckImpl:
             observed["calls"] = list(zip(self.cases, (from_wire(v) for v in result.values)))
         try:
             verdict = self.function(observed, **self.spec.params)
-        except Exception as exc:
-            raise CustomCheckFailed(f"{self.full_id}: custom check {self.spec.function} raised {exc!r}") from exc
+        except Exception as exc:  # noqa: BLE001 - on a student's odd answer: that check's error
+            return _could_not_judge(self.spec, f"{self.spec.function} raised {one_line(exc)}")
+        if not isinstance(verdict, Verdict):
+            return _could_not_judge(self.spec, f"{self.spec.function} returned a {type(verdict).__name__}, "
+                                               "not a Verdict")
         return PASSED if verdict.passed else failed(self.spec.message, verdict.detail or "not as expected")
+
+
+def _could_not_judge(spec: CustomCheck, why: str) -> CheckOutcome:
+    return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
+                        judge_error=why)

@@ -8,7 +8,7 @@ from grader.cases import materialize, to_calls
 from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
 from grader.probe.protocol import CallRequest, LookupRequest, LookupResult, Observation, Parameter, Request, ValuesResult
 from grader.spec import InterfaceCheck
-from grader.values import describe, from_wire
+from grader.values import describe, from_wire, unpack
 
 _KINDS = {"float": "f", "int": "iu", "bool": "b"}
 
@@ -57,9 +57,10 @@ class InterfaceCheckImpl:
             return result
         for value in result.values:
             got = from_wire(value)
-            if not isinstance(got, (tuple, list)) or len(got) != shape.length:
+            items = unpack(got, shape.length)
+            if items is None:
                 return failed(hint, f"`{name}` returned {describe(got)}, not a tuple of {shape.length} values")
-            for i, (item, kind) in enumerate(zip(got, shape.kinds or [])):
+            for i, (item, kind) in enumerate(zip(items, shape.kinds or [])):
                 if kind == "any":
                     continue
                 if not isinstance(item, np.ndarray) or item.ndim != 0 or item.dtype.kind not in _KINDS[kind]:

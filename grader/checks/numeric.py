@@ -13,13 +13,20 @@ import numpy as np
 
 from grader.cases import Case, materialize, to_calls
 from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
+from grader.faults import instructor_code
 from grader.probe.protocol import CallRequest, Observation, OpaqueValue, Request, ValuesResult
 from grader.spec import NumericCheck
-from grader.values import describe, from_wire, to_wire
+from grader.values import Tree, describe, from_wire, to_wire, unpack
 
 
 def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
-    """Why `actual` is not close to `expected`, or None when it is (recursing into containers)."""
+    """Why `actual` is not close to `expected`, or None when it is (recursing into containers).
+
+    Several values are compared by their leaves (`values.unpack`): a NamedTuple, a list or a
+    1-D array of two numbers is as good as a tuple of two, as `w, b = step(...)` shows.
+    """
+    if isinstance(expected, Tree):  # "agrees with" another function that returned a pytree
+        expected = expected.leaves
     if isinstance(expected, dict):
         if not isinstance(actual, dict) or set(actual) != {str(k) for k in expected}:
             return f"returned {describe(actual)}, expected a dict with keys {sorted(map(str, expected))}"
@@ -29,22 +36,28 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
                 return f"item {key!r} {why}"
         return None
     if isinstance(expected, (tuple, list)):
-        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
-            return f"returned {describe(actual)}, expected {len(expected)} values {describe(list(expected))}"
-        for i, (a, e) in enumerate(zip(actual, expected)):
+        items = unpack(actual, len(expected))
+        if items is None:
+            return f"returned {describe(actual)}, expected {len(expected)} values"
+        for i, (a, e) in enumerate(zip(items, expected)):
             why = mismatch(a, e, rtol, atol)
             if why:
                 return f"item {i} {why}"
         return None
     expected = np.asarray(expected, dtype=np.float64)
-    if isinstance(actual, OpaqueValue) or not isinstance(actual, np.ndarray):
+    if not isinstance(actual, np.ndarray):
         return f"returned {describe(actual)}, expected {describe(expected)}"
     if actual.shape != expected.shape:
         return f"returned shape {actual.shape}, expected shape {expected.shape}"
+    if actual.dtype.kind == "c":
+        if np.any(actual.imag != 0):
+            return "returned complex numbers, expected real ones"
+        actual = actual.real
     if actual.dtype.kind not in "biuf":
         return f"returned dtype {actual.dtype}, expected numbers"
     got = actual.astype(np.float64)
-    close = np.isclose(got, expected, rtol=rtol, atol=atol)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.isclose(got, expected, rtol=rtol, atol=atol)
     if close.all():
         return None
     if expected.ndim == 0:
@@ -69,7 +82,11 @@ class NumericCheckImpl:
     def __init__(self, full_id: str, spec: NumericCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
-        self.reference = getattr(ctx.assignment.references, spec.reference) if spec.reference else None
+        self.reference_values: list[Any] | None = None
+        if spec.reference:
+            reference = getattr(ctx.assignment.references, spec.reference)
+            with instructor_code(f"{full_id}: reference {spec.reference}"):
+                self.reference_values = [reference(*args, **kwargs) for args, kwargs in map(_numpy_args, self.cases)]
 
     def requests(self) -> list[Request]:
         overrides = {k: to_wire(v) for k, v in self.spec.set_globals.items()}
@@ -83,13 +100,14 @@ class NumericCheckImpl:
         index = self.spec.output
         if index is None:
             return value
-        if isinstance(value, (tuple, list)) and len(value) > index:
-            return value[index]
+        items = list(value.leaves) if isinstance(value, Tree) else value
+        if isinstance(items, (tuple, list)) and len(items) > index:
+            return items[index]
         return OpaqueValue(type=type(value).__name__, repr=f"{describe(value)}, which has no item {index}")
 
     def _expected(self, observations: dict[str, Observation]) -> list[Any] | CheckOutcome:
-        if self.reference is not None:
-            return [self.reference(*args, **kwargs) for args, kwargs in map(_numpy_args, self.cases)]
+        if self.reference_values is not None:
+            return self.reference_values
         if self.spec.against:
             result = result_of(observations, f"{self.full_id}/against", ValuesResult,
                                f"`{self.spec.against}`", self.spec.message)

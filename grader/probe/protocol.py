@@ -11,10 +11,69 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MIME_TYPE = "application/x-grader-observation+json"
 """Display-data MIME type the probe publishes each observation under."""
+
+
+# ----------------------------------------------------------------------------- bounds
+
+MAX_TEXT = 2_000
+"""Characters of any one string on the wire (names, reprs, exception messages)."""
+MAX_ELEMENTS = 100_000
+"""Elements of one array; the probe sends larger arrays as opaque values."""
+MAX_DEPTH = 32
+"""Nesting of containers in one observation (a pytree answer is a few levels deep)."""
+MAX_NODES = 400_000
+"""JSON nodes (numbers, strings, lists, dicts) of one observation."""
+MAX_SUBMISSION_NODES = 4_000_000
+"""JSON nodes of all the observations of one submission together."""
+MAX_INT = 2**64
+"""Python ints on the wire stay below this in magnitude (a count, an index, a uint64)."""
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128")
+"""The closed set of array dtypes: no structured, sub-array, object or string dtypes."""
+
+
+class TooLarge(ValueError):
+    """An observation over a documented bound: the check that asked gets an error."""
+
+
+def measure(raw: object, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> int:
+    """Count the JSON nodes of a raw observation, refusing one that is too deep, too large, or
+    holds an over-long string or integer, before any model is built from it (pydantic would
+    recurse into it, and NumPy would allocate from it)."""
+    nodes = 0
+    stack: list[tuple[object, int]] = [(raw, 0)]
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            raise TooLarge(f"more than {max_nodes:,} values")
+        if depth > max_depth:
+            raise TooLarge(f"nested deeper than {max_depth} levels")
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if not isinstance(key, str) or len(key) > MAX_TEXT:
+                    raise TooLarge("a key that is not a short string")
+                stack.append((value, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((value, depth + 1) for value in item)
+        elif isinstance(item, str):
+            if len(item) > MAX_TEXT:
+                raise TooLarge(f"a string longer than {MAX_TEXT:,} characters")
+        elif isinstance(item, bool) or item is None:
+            pass
+        elif isinstance(item, int):
+            if abs(item) >= MAX_INT:
+                raise TooLarge("an integer too large for any array dtype")
+        elif not isinstance(item, float):
+            raise TooLarge(f"a {type(item).__name__}, which JSON does not carry")
+    return nodes
+
+
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
 
 
 class _Wire(BaseModel):
@@ -28,17 +87,61 @@ class PyScalar(_Wire):
     """A Python bool, int or float (weakly typed when it reaches JAX), or a short string."""
 
     t: Literal["py"] = "py"
-    v: bool | int | float | str
+    v: bool | int | float | Text
+
+
+NON_FINITE = ("nan", "inf", "-inf")
+"""How a float that JSON cannot carry travels: as one of these strings."""
+
+
+def _real_ok(x: object) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in NON_FINITE
+
+
+def _leaf_ok(leaf: object, kind: str) -> bool:
+    if kind == "c":  # complex: [real, imag]
+        return isinstance(leaf, list) and len(leaf) == 2 and all(_real_ok(x) for x in leaf)
+    if kind == "b":
+        return isinstance(leaf, bool)
+    if kind == "f":
+        return _real_ok(leaf)
+    return isinstance(leaf, int) and not isinstance(leaf, bool)
 
 
 class ArrayValue(_Wire):
-    """An array or array scalar (NumPy or JAX), with its dtype and weak-type flag."""
+    """An array or array scalar (NumPy or JAX), with its dtype and weak-type flag.
+
+    The data must be nested lists exactly of `shape` (complex elements as [real, imag] pairs),
+    so that what NumPy builds from it is what the shape says, and no bigger.
+    """
 
     t: Literal["array"] = "array"
-    dtype: str
-    shape: list[int]
-    data: list | bool | int | float = Field(description="nested lists, or a scalar for shape []")
+    dtype: Literal[DTYPES]  # type: ignore[valid-type]
+    shape: list[Annotated[int, Field(ge=0)]] = Field(max_length=MAX_DEPTH)
+    data: list | bool | int | float | str = Field(
+        description="nested lists, or a scalar for shape []; non-finite floats as 'nan', 'inf', '-inf'")
     weak: bool = False
+
+    @model_validator(mode="after")
+    def _data_matches_shape(self) -> ArrayValue:
+        size = 1
+        for n in self.shape:
+            size *= n
+            if size > MAX_ELEMENTS:
+                raise ValueError(f"an array of shape {tuple(self.shape)} is over {MAX_ELEMENTS:,} elements")
+        kind = "c" if self.dtype.startswith("complex") else self.dtype[0] if self.dtype != "bool" else "b"
+        kind = "i" if kind == "u" else kind
+        level: list[object] = [self.data]
+        for n in self.shape:
+            nxt: list[object] = []
+            for item in level:
+                if not isinstance(item, list) or len(item) != n:
+                    raise ValueError(f"data does not have shape {tuple(self.shape)}")
+                nxt.extend(item)
+            level = nxt
+        if not all(_leaf_ok(leaf, kind) for leaf in level):
+            raise ValueError(f"data holds values that are not {self.dtype}")
+        return self
 
 
 class SeqValue(_Wire):
@@ -52,7 +155,16 @@ class DictValue(_Wire):
     """A dict with string keys."""
 
     t: Literal["dict"] = "dict"
-    items: dict[str, Value]
+    items: dict[Text, Value]
+
+
+class TreeValue(_Wire):
+    """Another pytree (a NamedTuple, a registered dataclass, ...): its type name and its leaves,
+    in JAX's flattening order. Checks compare answers by their leaves."""
+
+    t: Literal["tree"] = "tree"
+    type: Text
+    leaves: list[Value]
 
 
 class NoneValue(_Wire):
@@ -63,16 +175,17 @@ class OpaqueValue(_Wire):
     """Anything the probe cannot (or will not) carry across: its type name and a short repr."""
 
     t: Literal["other"] = "other"
-    type: str
-    repr: str
+    type: Text
+    repr: Text
 
 
 Value = Annotated[
-    Union[PyScalar, ArrayValue, SeqValue, DictValue, NoneValue, OpaqueValue],
+    Union[PyScalar, ArrayValue, SeqValue, DictValue, TreeValue, NoneValue, OpaqueValue],
     Field(discriminator="t"),
 ]
 SeqValue.model_rebuild()
 DictValue.model_rebuild()
+TreeValue.model_rebuild()
 
 
 # ----------------------------------------------------------------------------- requests
@@ -145,12 +258,12 @@ Request = Annotated[
 class Raised(_Wire):
     """An exception raised by the student's code."""
 
-    ename: str
-    evalue: str
+    ename: Text
+    evalue: Text
 
 
 class Parameter(_Wire):
-    name: str
+    name: Text
     kind: Literal[
         "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"
     ]
@@ -159,11 +272,11 @@ class Parameter(_Wire):
 
 class LookupResult(_Wire):
     op: Literal["lookup"] = "lookup"
-    type_name: str
+    type_name: Text
     is_callable: bool
     is_jitted: bool = Field(description="has the `lower` attribute that jax.jit wrappers have")
     parameters: list[Parameter] | None = Field(
-        default=None, description="None when inspect.signature cannot read one"
+        default=None, max_length=256, description="None when inspect.signature cannot read one"
     )
 
 
@@ -174,13 +287,13 @@ class ValuesResult(_Wire):
 
 class TraceResult(_Wire):
     op: Literal["trace"] = "trace"
-    primitives: list[str]
+    primitives: list[Text] = Field(max_length=1_000)
 
 
 class CompileCountResult(_Wire):
     op: Literal["compile_count"] = "compile_count"
-    compiles: int
-    names: list[str]
+    compiles: int = Field(ge=0, le=1_000_000)
+    names: list[Text] = Field(max_length=10_000)
 
 
 Result = Annotated[
@@ -193,8 +306,8 @@ ObservationStatus = Literal["ok", "missing", "raised", "timeout", "crashed"]
 class Observation(_Wire):
     """What the kernel saw for one request. `timeout`/`crashed` are filled in by the grader."""
 
-    id: str
+    id: Text
     status: ObservationStatus
     result: Result | None = None
     raised: Raised | None = None
-    detail: str | None = Field(default=None, description="what went wrong, for timeout/crashed")
+    detail: Text | None = Field(default=None, description="what went wrong, for timeout/crashed")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import re
 import signal
@@ -22,6 +23,11 @@ import numpy as np
 MIME_TYPE = "application/x-grader-observation+json"
 MAX_ELEMENTS = 100_000  # larger arrays come back as an opaque value, keeping messages small
 MAX_TEXT = 300
+MAX_DEPTH = 16  # containers nested deeper come back as an opaque value
+MAX_INT = 2**63
+_NON_FINITE = {math.inf: "inf", -math.inf: "-inf"}
+_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+           "float16", "float32", "float64", "complex64", "complex128"}
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _LOWERED_OP = re.compile(r"\b(?:stablehlo|mhlo|chlo)\.([a-z_]+)")
 
@@ -63,35 +69,87 @@ def _opaque(obj: Any, why: str | None = None) -> dict:
     return {"t": "other", "type": type(obj).__name__, "repr": _short(text)}
 
 
-def encode(obj: Any) -> dict:
+def _finite(x: float) -> float | str:
+    if math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else _NON_FINITE[x]
+
+
+def _array_data(arr: np.ndarray) -> Any:
+    """Nested lists of the array's elements as JSON carries them (non-finite floats as strings,
+    complex numbers as [real, imag])."""
+    if arr.dtype.kind == "c":
+        pairs = np.stack([arr.real, arr.imag], axis=-1)
+        return _array_data(pairs.astype(np.float64))
+    data = arr.tolist()
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        def clean(x: Any) -> Any:
+            return [clean(v) for v in x] if isinstance(x, list) else _finite(x)
+        data = clean(data)
+    return data
+
+
+def _encode_array(obj: Any) -> dict:
+    try:
+        arr = np.asarray(obj)
+    except Exception as exc:
+        return _opaque(obj, f"could not be converted to an array: {_short(str(exc))}")
+    if str(arr.dtype) not in _DTYPES and str(arr.dtype).startswith(("bfloat", "float")):
+        arr = arr.astype(np.float32)  # bfloat16, float8 and friends: exact in float32
+    if str(arr.dtype) not in _DTYPES:
+        return _opaque(obj, f"array of dtype {arr.dtype}")
+    if arr.size > MAX_ELEMENTS:
+        return _opaque(obj, f"array of shape {arr.shape}, too large to compare")
+    return {
+        "t": "array",
+        "dtype": str(arr.dtype),
+        "shape": list(arr.shape),
+        "data": _array_data(arr),
+        "weak": bool(getattr(obj, "weak_type", False)),
+    }
+
+
+def _pytree(obj: Any) -> dict | None:
+    """A NamedTuple, a registered dataclass or another pytree node: its leaves, if JAX knows it."""
+    import sys
+
+    tree_util = getattr(sys.modules.get("jax"), "tree_util", None)
+    if tree_util is None:
+        return None
+    try:
+        leaves, treedef = tree_util.tree_flatten(obj)
+    except Exception:
+        return None
+    if treedef.num_leaves == 1 and leaves and leaves[0] is obj:
+        return None  # a leaf JAX does not know how to take apart
+    if len(leaves) > MAX_ELEMENTS:
+        return _opaque(obj, f"a pytree of {len(leaves)} leaves, too large to compare")
+    return {"t": "tree", "type": _short(type(obj).__name__), "leaves": [encode(x, 1) for x in leaves]}
+
+
+def encode(obj: Any, depth: int = 0) -> dict:
     """Turn whatever the student's code returned into a wire value (never raises)."""
+    if depth > MAX_DEPTH:
+        return _opaque(obj, "nested too deeply")
     if obj is None:
         return {"t": "none"}
+    if type(obj) is float and not math.isfinite(obj):
+        return {"t": "array", "dtype": "float64", "shape": [], "data": _finite(obj), "weak": True}
+    if type(obj) is int and abs(obj) >= MAX_INT:
+        return _opaque(obj, "an integer too large for any array dtype")
     if type(obj) in (bool, int, float):
         return {"t": "py", "v": obj}
     if type(obj) is str:
         return {"t": "py", "v": _short(obj)}
-    if isinstance(obj, (tuple, list)) and type(obj) in (tuple, list):
-        return {"t": type(obj).__name__, "items": [encode(x) for x in obj]}
-    if type(obj) is dict and all(type(k) in (str, int) for k in obj):
-        return {"t": "dict", "items": {str(k): encode(v) for k, v in obj.items()}}
+    if type(obj) in (tuple, list):
+        if len(obj) > MAX_ELEMENTS:
+            return _opaque(obj, f"a {type(obj).__name__} of {len(obj)} items, too long to compare")
+        return {"t": type(obj).__name__, "items": [encode(x, depth + 1) for x in obj]}
+    if type(obj) is dict and all(type(k) in (str, int) for k in obj) and len(obj) <= MAX_ELEMENTS:
+        return {"t": "dict", "items": {_short(str(k)): encode(v, depth + 1) for k, v in obj.items()}}
     if hasattr(obj, "shape") and hasattr(obj, "dtype"):
-        try:
-            arr = np.asarray(obj)
-        except Exception as exc:
-            return _opaque(obj, f"could not be converted to an array: {exc}")
-        if arr.dtype.kind not in "biuf":
-            return _opaque(obj, f"array of dtype {arr.dtype}")
-        if arr.size > MAX_ELEMENTS:
-            return _opaque(obj, f"array of shape {arr.shape}, too large to compare")
-        return {
-            "t": "array",
-            "dtype": str(arr.dtype),
-            "shape": list(arr.shape),
-            "data": arr.tolist(),
-            "weak": bool(getattr(obj, "weak_type", False)),
-        }
-    return _opaque(obj)
+        return _encode_array(obj)
+    return _pytree(obj) or _opaque(obj)
 
 
 def _raised(exc: BaseException) -> dict:
@@ -196,13 +254,16 @@ def op_trace(request: dict, namespace: dict) -> dict:
 
 
 def op_compile_count(request: dict, namespace: dict) -> dict:
-    """Compilations during the calls only: inputs are built first, the listener is ours."""
+    """Compilations during the calls only: inputs are built first, the listener is ours, and
+    JAX's caches are cleared first, so calls the student's own cells made earlier (with the same
+    values, or the same static arguments) cannot leave the cache warm."""
     import jax
     import jax.monitoring
 
     fn = _resolve(namespace, request["target"])
     calls = _calls(request)
     names: list[str] = []
+    jax.clear_caches()
 
     def listener(event: str, duration: float, **kwargs: Any) -> None:
         if event == _COMPILE_EVENT:
@@ -285,13 +346,15 @@ def stop_leftover_processes() -> None:
             return
 
 
-def serve(requests_json: str, namespace: dict, emit: Callable[[dict], None] | None = None) -> None:
+def serve(requests_json: str, namespace: dict, emit: Callable[[dict], None] | None = None,
+          nonce: str = "") -> None:
     """Answer each request in order, emitting each observation as soon as it is known.
 
     Emitting one at a time means that when a later request hangs or kills the kernel, the
-    grader still has every observation made before it.
+    grader still has every observation made before it. Each goes out wrapped with the probe
+    cell's `nonce`, by which the grader tells it from output of the student's own cells.
     """
     emit = emit or _publish
     stop_leftover_processes()
     for request in json.loads(requests_json):
-        emit(observe(request, namespace))
+        emit({"nonce": nonce, "observation": observe(request, namespace)})

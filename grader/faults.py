@@ -1,0 +1,92 @@
+"""Who is at fault: the one place that decides whether a failure is the student's or the grader's.
+
+    the student's     SubmissionUnreadable (and its kinds): the file, its name, what it says it is.
+                      -> that student's error report; a batch goes on.
+    the grader's      KernelStartFailed, SpecInvalid, AssignmentNotFound, AssignmentBug, UsageError:
+                      a broken machine, spec or instructor code, or a bad command line.
+                      -> the run stops with one line (exit 3, or 2 for bad input of the instructor).
+    nobody knows      any other exception while grading one submission: a grader bug that this
+                      submission revealed. -> that student's error report saying so (the batch
+                      goes on, no result is lost), counted as `internal`, and the run exits 3.
+
+Every executor (serial, local worker processes, Dask workers) and `grade validate` grade through
+`grade_guarded`; instructor code (references, generators, `prepare`) runs inside
+`instructor_code`, so an exception there is an `AssignmentBug`, never a student's verdict.
+Checks judge student values inside `judging` (see pipeline.judge): an exception there is that
+check's `error`, kept for the instructor in `judge_error`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+from grader.errors import (
+    AssignmentBug,
+    AssignmentNotFound,
+    GraderError,
+    KernelStartFailed,
+    SpecInvalid,
+    SubmissionUnreadable,
+    UsageError,
+)
+from grader.report import Report
+
+Fault = Literal["student", "grader", "internal"]
+INTERNAL_PREFIX = "the grader failed on this submission (a grader bug; please report it): "
+MAX_REASON = 500
+
+
+def one_line(exc: BaseException, limit: int = MAX_REASON) -> str:
+    """An exception as one bounded line: its type and the first line of its message."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def classify(exc: BaseException) -> Fault:
+    """Whose fault an exception raised while grading one submission is."""
+    if isinstance(exc, SubmissionUnreadable):
+        return "student"
+    if isinstance(exc, (KernelStartFailed, SpecInvalid, AssignmentNotFound, AssignmentBug, UsageError)):
+        return "grader"
+    if isinstance(exc, GraderError) and exc.exit_code == 3:
+        return "grader"
+    return "internal"
+
+
+def student_reason(exc: BaseException) -> str:
+    """The sentence an error report carries for a failure that is not the grader's to stop on."""
+    if isinstance(exc, SubmissionUnreadable):
+        return str(exc)
+    return INTERNAL_PREFIX + one_line(exc)
+
+
+def is_internal(report: Report) -> bool:
+    return report.status == "error" and (report.error or "").startswith(INTERNAL_PREFIX)
+
+
+def grade_guarded(grade: Callable[[], Report], error_report: Callable[[str], Report]) -> Report:
+    """Run one grading; a student's failure or a grader bug becomes that student's error report,
+    a broken grader, spec or assignment is raised to stop the run."""
+    try:
+        return grade()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - this is the boundary: every exception is sorted here
+        if classify(exc) == "grader":
+            raise
+        return error_report(student_reason(exc))
+
+
+@contextlib.contextmanager
+def instructor_code(where: str) -> Iterator[None]:
+    """Run the assignment's own code (a reference, a generator, prepare()) on the grader's inputs:
+    an exception there is the assignment's bug."""
+    try:
+        yield
+    except GraderError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever instructor code raises is its own bug
+        raise AssignmentBug(where, one_line(exc)) from exc

@@ -1,0 +1,87 @@
+"""Honest answers in other shapes keep full marks; odd answers get a verdict, never a crash.
+
+Each submission is the reference solution (100 points) with one exercise replaced by a fixture
+from tests/fixtures/submissions/, graded end to end in a real kernel.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader import GradeOptions, Report, grade_one
+
+pytestmark = pytest.mark.kernel
+
+SEED = 11
+HANG_TIMEOUT = 3.0
+
+
+def grade(path, timeout: float | None = None) -> Report:
+    return grade_one(path, GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout))
+
+
+def checks_of(report: Report, exercise: str) -> dict:
+    return {c.id: c for e in report.exercises if e.id == exercise for c in e.checks}
+
+
+def not_passed(report: Report) -> dict[str, str]:
+    return {c.id: f"{c.status}: {c.message}" for e in report.exercises for c in e.checks if c.status != "passed"}
+
+
+@pytest.mark.parametrize("fixture", ["honest_training_namedtuple.py", "honest_training_array_pair.py"])
+def test_training_answers_in_another_container_keep_full_marks(submission_from_reference, fixture) -> None:
+    """JAX's own examples return NamedTuples; `w, b = step(...)` unpacks an array of shape (2,)."""
+    path = submission_from_reference("setup", "tax", "newton", "detective", fixture)
+    report = grade(path)
+    assert not_passed(report) == {} and report.score == 100
+
+
+def test_a_count_one_lower_by_its_reading_of_the_rule_keeps_full_marks(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "honest_newton_counts_before_the_stop.py", "detective",
+                                     "training")
+    report = grade(path)
+    assert not_passed(report) == {} and report.score == 100
+
+
+def test_a_dict_where_a_pair_is_expected_is_a_verdict_in_one_sentence(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "newton_sqrt_returns_a_dict.py", "detective", "training")
+    report = grade(path)
+    newton = checks_of(report, "newton")
+    assert report.status == "graded"
+    for cid in ("newton.returns_pair", "newton.visible", "newton.hidden", "newton.iterations"):
+        assert newton[cid].status == "failed", (cid, newton[cid].status, newton[cid].message)
+        assert "\n" not in newton[cid].message and newton[cid].judge_error is None
+    assert "{'iterations': 5, 'root'" in newton["newton.returns_pair"].message or \
+        "'root'" in newton["newton.returns_pair"].message
+    assert "expected (root, iterations)" in newton["newton.iterations"].message
+    assert {e.id: e.score for e in report.exercises}["tax"] == 25
+
+
+def test_nan_and_infinite_answers_are_verdicts(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "newton_sqrt_returns_nan_count.py", "detective", "training")
+    report = grade(path)
+    newton = checks_of(report, "newton")
+    assert report.status == "graded"
+    assert newton["newton.visible"].status == "failed" and "inf" in newton["newton.visible"].message
+    assert newton["newton.iterations"].status == "failed" and "whole number" in newton["newton.iterations"].message
+    assert all(c.judge_error is None for c in newton.values())
+
+
+def test_a_hanging_function_costs_one_probe_timeout(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "newton_never_terminates.py", "detective", "training")
+    report = grade(path, HANG_TIMEOUT)
+    newton = checks_of(report, "newton")
+    timed_out = [c for c in newton.values() if c.status == "timeout"]
+    assert len(timed_out) >= 4
+    really_ran = [c for c in timed_out if "not called again" not in (c.message or "")]
+    assert len(really_ran) == 1, [(c.id, c.message) for c in timed_out]
+
+
+def test_observation_shaped_output_of_the_student_s_own_cells_is_ignored(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "forges_observations_from_a_thread.py", "newton", "detective",
+                                     "training")
+    report = grade(path)
+    tax = checks_of(report, "tax")
+    assert report.status == "graded"
+    assert tax["tax.switch_visible"].status == "failed", tax["tax.switch_visible"].message
+    assert {e.id: e.score for e in report.exercises}["newton"] == 25
