@@ -13,17 +13,19 @@ retried once in a fresh pool, then gets an error report.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Iterable, Iterator, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from grader import lifetime
 from grader.faults import grade_guarded
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.report import CheckResult, ExerciseResult, Report, SubmissionRef, environment
-from grader.sandbox import SandboxPolicy
+from grader.sandbox import SandboxPolicy, sweep
 
 
 class Task(BaseModel):
@@ -112,19 +114,48 @@ def grade_task(task: Task, *, warm: bool = False) -> Report:
             unused.close()
 
 
+_started: Any = None  # per worker process: where it says which task it starts (LocalExecutor)
+
+
 def _grade_in_worker(task: Task) -> Report:
+    if _started is not None:
+        _started.put((os.getpid(), task.student))
     return grade_task(task, warm=True)
 
 
-def _worker_init() -> None:
-    """Ctrl-C is the parent's to handle (it stops the pool); SIGTERM cleans up like an exit."""
+def _on_sigterm(signum: int, frame: object) -> None:
+    """Kill this worker's kernels and verifiers, then go at once. (A SystemExit would be caught
+    by concurrent.futures inside the running task, and the worker would wait for work again.)"""
+    lifetime.kill_everything()
+    _discard_spare()
+    os._exit(143)
+
+
+def _worker_init(started: Any = None) -> None:
+    """Ctrl-C is the parent's to handle (it stops the pool); SIGTERM cleans up and exits."""
     import atexit
+    import signal
+
+    global _started
+    _started = started
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    atexit.register(_discard_spare)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Linux: a SIGTERM when the batch's process dies, even by SIGKILL, so no worker (and no
+    kernel it started) outlives it."""
+    import ctypes
     import signal
     import sys
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    atexit.register(_discard_spare)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
 # ---------------------------------------------------------------------------- executors
@@ -145,43 +176,63 @@ class SerialExecutor:
 
 
 class LocalExecutor:
-    """`workers` processes on this machine, each keeping one warm kernel ahead of need."""
+    """`workers` processes on this machine, each keeping one warm kernel ahead of need.
+
+    A worker that dies (a crash, the machine's memory limit) breaks the whole pool. Its tasks
+    are sorted: the one that was running in the dead worker is retried once, in a fresh pool,
+    and gets an error report if it kills a worker again; the others are simply resubmitted.
+    What the dead worker left (sandbox cgroups and scratch mounts) is swept.
+    """
 
     def __init__(self, workers: int):
         self.workers = workers
+        self._context = multiprocessing.get_context("spawn")  # clean workers: no inherited threads
 
-    def _pool(self) -> ProcessPoolExecutor:
-        context = multiprocessing.get_context("spawn")  # clean workers: no inherited threads
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_worker_init)
+    def _pool(self, started: Any) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context,
+                                   initializer=_worker_init, initargs=(started,))
 
     def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
-        pool = self._pool()
+        started = self._context.SimpleQueue()
+        pool = self._pool(started)
         pending: dict[Future, Task] = {}
-        retried: set[str] = set()
+        running: dict[int, str] = {}  # worker pid -> the student it last started
+        finished: set[str] = set()
+        blamed: set[str] = set()
         try:
             for task in tasks:
                 pending[pool.submit(_grade_in_worker, task)] = task
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                broken: list[Task] = []
+                broken = False
                 for future in done:
                     task = pending.pop(future)
                     try:
-                        yield task, future.result()
+                        report = future.result()
                     except BrokenProcessPool:
-                        broken.append(task)
-                if broken:  # a worker died: every unfinished task of the pool failed with it
-                    broken += list(pending.values())
-                    pending.clear()
-                    _stop(pool)
-                    pool = self._pool()
-                    for task in broken:
-                        if task.student in retried:
-                            yield task, error_report(task, "the grader process grading it died twice "
-                                                           "(a crash, or the machine's memory limit)")
-                        else:
-                            retried.add(task.student)
-                            pending[pool.submit(_grade_in_worker, task)] = task
+                        pending[future] = task  # sorted below with the others
+                        broken = True
+                        continue
+                    finished.add(task.student)
+                    yield task, report
+                if not broken:
+                    continue
+                while not started.empty():
+                    pid, student = started.get()
+                    running[pid] = student
+                culprits = _culprits(pool, running, finished)
+                left = list(pending.values())
+                pending.clear()
+                _stop(pool)
+                pool = self._pool(started)
+                for task in left:
+                    if task.student in culprits and task.student in blamed:
+                        yield task, error_report(task, "the grader process grading it died twice "
+                                                       "(a crash, or the machine's memory limit)")
+                        continue
+                    if task.student in culprits:
+                        blamed.add(task.student)
+                    pending[pool.submit(_grade_in_worker, task)] = task
         finally:
             if pending:  # interrupted (Ctrl-C) or stopped by a grader fault: don't wait for them
                 _stop(pool)
@@ -189,16 +240,35 @@ class LocalExecutor:
                 pool.shutdown(wait=True)
 
 
+def _culprits(pool: ProcessPoolExecutor, running: dict[int, str], finished: set[str]) -> set[str]:
+    """The students whose grading was running in a worker that died on its own (not one the
+    broken pool terminated); all that were running if that cannot be told. Sweeps what the dead
+    workers left."""
+    processes = dict(getattr(pool, "_processes", {}) or {})
+    for process in processes.values():
+        process.join(timeout=5)
+    died = {pid for pid, process in processes.items() if process.exitcode not in (None, 0, -15, 143)}
+    for pid in processes:
+        sweep(pid)
+    active = {pid: student for pid, student in running.items() if student not in finished}
+    blamed = {student for pid, student in active.items() if pid in died}
+    return blamed or set(active.values())
+
+
 def _stop(pool: ProcessPoolExecutor) -> None:
-    """Shut a pool down; on Ctrl-C its workers (which ignore SIGINT) are told to clean up and go."""
-    processes = list(getattr(pool, "_processes", {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
+    """Stop a pool without waiting on it: its workers (which ignore SIGINT) are told to clean up
+    and go (SIGTERM), then killed if they linger; only then is the pool shut down, so shutting
+    down never waits on a worker that does not exit."""
+    processes = list((getattr(pool, "_processes", {}) or {}).values())
     for process in processes:
         if process.is_alive():
-            process.terminate()  # SIGTERM: the worker exits through atexit, killing its kernels
+            process.terminate()
     for process in processes:
         process.join(timeout=15)
         if process.is_alive():
             process.kill()
-
-
+            process.join(timeout=5)
+    for process in processes:
+        if process.pid is not None:
+            sweep(process.pid)
+    pool.shutdown(wait=False, cancel_futures=True)

@@ -9,10 +9,10 @@ and the requested exports from the gradebook, also after Ctrl-C, so what was don
 rerun resumes.
 
 Which assignment (`decide_assignment`): the one given with -a (an id, or a folder of the
-instructor's); else, when every notebook that names a known assignment names the same, that one;
-else the only assignment there is. Notebooks naming different assignments without -a stop the
-batch before anything is graded, with one line giving the count per assignment and asking for
--a; so does a batch that cannot tell at all. Every submission is then graded as that assignment
+instructor's); else the one that a strict majority of the readable submissions names; else the
+only assignment there is. Without such a majority the batch stops before anything is graded,
+with one line giving the count per assignment and asking for -a; so does a batch that cannot
+tell at all. Every submission is then graded as that assignment
 (modules and notebooks without metadata too): a notebook naming another known assignment gets
 an error report naming both ("this notebook says it is for ch2-practice, but this batch grades
 ch2-jit"), one naming anything else (a path, `..`, a non-string, an unknown id) an error report
@@ -73,23 +73,27 @@ def rebuild_outputs(out_dir: Path, gradebook: Gradebook, formats: set[str]) -> N
         write_gradescope(reports, out_dir)
 
 
-def decide_assignment(requested: str | None, hints: list[str], *, needed: bool = True) -> str | None:
-    """The one assignment a batch grades, from -a or the notebooks' (known) claims; see above.
+def decide_assignment(requested: str | None, hints: list[str | None], *, needed: bool = True) -> str | None:
+    """The one assignment a batch grades: -a, else the one that a strict majority of the readable
+    submissions names, else the only assignment there is; otherwise the batch asks for -a.
 
-    `hints` are the `grader.assignment` strings of the notebooks that have one; those that are
-    not an assignment here do not count (their students get error reports). Returns None when
-    nothing is `needed` (no readable submission) and nothing tells.
+    `hints` has one entry per readable submission: what its notebook names, or None. A majority,
+    not any claim: one notebook naming another assignment in a class of modules cannot decide
+    what the others are graded as; it gets its own error report. Returns None when nothing is
+    `needed` (no readable submission) and nothing tells.
     """
     if requested:
         return requested
     known = assignments.available()
     counts = Counter(h for h in hints if h in known)
-    if len(counts) == 1:
-        return next(iter(counts))
-    if len(counts) > 1:
+    if counts:
+        top, votes = counts.most_common(1)[0]
+        if 2 * votes > len(hints):
+            return top
         listed = ", ".join(f"{n} for {a}" for a, n in sorted(counts.items()))
-        raise UsageError(f"the notebooks name different assignments ({listed}): "
-                         "pass -a to say which one this batch grades")
+        unnamed = len(hints) - sum(counts.values())
+        raise UsageError(f"the submissions do not agree on an assignment ({listed}"
+                         + (f", {unnamed} naming none" if unnamed else "") + "): pass -a to say which one this batch grades")
     if len(known) == 1:
         return known[0]
     if not needed:
@@ -127,8 +131,7 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
         except SubmissionUnreadable as exc:
             failed.append((item.student, display_path(item.path), str(exc)))
 
-    chosen = decide_assignment(options.assignment, [p.assignment_hint for _, _, p in peeked
-                                                    if p.assignment_hint is not None], needed=bool(peeked))
+    chosen = decide_assignment(options.assignment, [p.assignment_hint for _, _, p in peeked], needed=bool(peeked))
     folder = assignments.resolve(chosen).resolve() if chosen else None
     batch_id = assignments.read_spec(folder).id if folder else None
     options = options.model_copy(update={"assignment": chosen})

@@ -32,12 +32,14 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop, run_sync
 from pydantic import BaseModel
 
+from grader import lifetime
 from grader.errors import KernelStartFailed
 from grader.probe.protocol import MIME_TYPE
 from grader.sandbox import Sandbox, SandboxPolicy, available
-from grader.wire import DROPPED, FRAME_CAPS, BoundedSockets, GraderSession, MessageRejected, bounded_context
+from grader.wire import DROPPED, BoundedSockets, GraderSession, MessageRejected, bounded_context
 
 STARTUP_TIMEOUT_S = 60
+HARD_DEADLINE_GRACE_S = 5.0  # past nbclient's own cell timeout, our wall-clock bound ends the cell
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:"]  # no history database per kernel
 # A warm kernel imports JAX while it boots, ahead of need; no name is left in the namespace.
 WARM_ARGS = ["--IPKernelApp.exec_lines=__import__('jax.numpy')"]
@@ -110,39 +112,59 @@ def _client_class() -> type:
 
 
 def _dropped_connection(channel: str) -> MessageRejected:
-    return MessageRejected(f"its {channel} connection dropped while the kernel was running, which a frame "
-                           f"larger than {FRAME_CAPS[channel] // 2**20} MiB causes")
+    return MessageRejected(f"its {channel} connection dropped while the kernel was running (it closed "
+                           f"its {channel} socket)")
 
 
 class _Sigint:
     """While a cell runs in the main thread, Ctrl-C cancels it through the event loop (which wakes
-    at once) instead of raising KeyboardInterrupt wherever the loop happens to be."""
+    at once) instead of raising KeyboardInterrupt wherever the loop happens to be; SIGTERM wakes
+    the loop too and runs the process's own handler there (the CLI's raises, a batch worker's
+    cleans up and exits), instead of waiting for the loop's next timeout."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Future):
         self.fired = False
         self._loop, self._task = loop, task
-        self._installed = (threading.current_thread() is threading.main_thread()
-                           and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        main = threading.current_thread() is threading.main_thread()
+        self._installed = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
         if self._installed:
             try:
                 loop.add_signal_handler(signal.SIGINT, self._fire)
             except (ValueError, RuntimeError, NotImplementedError):
                 self._installed = False
+        self._term = signal.getsignal(signal.SIGTERM) if main else None
+        if not callable(self._term):
+            self._term = None
+        if self._term is not None:
+            try:
+                loop.add_signal_handler(signal.SIGTERM, self._terminate)
+            except (ValueError, RuntimeError, NotImplementedError):
+                self._term = None
 
     def _fire(self) -> None:
         self.fired = True
         self._task.cancel()
 
+    def _terminate(self) -> None:
+        assert self._term is not None
+        self._term(signal.SIGTERM, None)  # raises (a KeyboardInterrupt: the loop lets it out) or exits
+
     def remove(self) -> None:
         if self._installed:
             self._loop.remove_signal_handler(signal.SIGINT)  # back to default_int_handler
             self._installed = False
+        if self._term is not None:
+            self._loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self._term)  # asyncio would leave SIG_DFL
+            self._term = None
 
 
-def _drive(make: Callable[[], Awaitable[Any]]) -> Any:
+def _drive(make: Callable[[], Awaitable[Any]], limit: float | None = None) -> Any:
     """Run nbclient's coroutine to the end in this thread's loop (as nbclient's run_sync does), then
     cancel and settle every task it left behind, so none runs on into the next cell or reports an
-    unretrieved exception later. Ctrl-C ends it within a moment, as KeyboardInterrupt."""
+    unretrieved exception later. Ctrl-C ends it within a moment, as KeyboardInterrupt. `limit`
+    is a wall-clock bound of our own (TimeoutError): nbclient's deadline is checked only between
+    messages, so a kernel that keeps sending replies to other requests would never reach it."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -163,7 +185,7 @@ def _drive(make: Callable[[], Awaitable[Any]]) -> Any:
         main = loop.create_task(make())
         sigint = _Sigint(loop, main)
         try:
-            result = loop.run_until_complete(main)
+            result = loop.run_until_complete(asyncio.wait_for(main, limit) if limit else main)
         except BaseException:
             if sigint.fired:
                 raise KeyboardInterrupt from None
@@ -220,11 +242,11 @@ scratch directory as `kernel-ipc-<port>`."""
 def scratch_directory() -> Path:
     """A fresh scratch directory under TMPDIR (any writable directory: SLURM and CI runners set
     it), or under /tmp where TMPDIR's path is too long for the kernel's ipc sockets."""
-    longest = len("/grade-12345678/kernel-ipc-65535")
+    longest = len("/grade-4194304-12345678/kernel-ipc-65535")
     base = tempfile.gettempdir()
     if len(os.fsencode(base)) + longest > SOCKET_PATH_MAX:
         base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix="grade-", dir=base))
+    return Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-", dir=base))  # sandbox.sweep finds it by pid
 
 
 class Kernel:
@@ -250,6 +272,7 @@ class Kernel:
         )
         km.connection_file = str(self.scratch / "connection.json")  # never in a shared runtime dir
         self._km = km
+        lifetime.track(self)
         try:
             if self._sandbox:
                 self._sandbox.prepare()
@@ -287,7 +310,9 @@ class Kernel:
         )
         self._client = client
         try:
-            client.start_new_kernel_client()
+            # through _drive, like a cell: Ctrl-C while the kernel starts leaves no task behind
+            # to report an unretrieved exception later
+            _drive(client.async_start_new_kernel_client)
             client.kc.watch_connections()
         except BaseException as exc:
             self.kill()
@@ -311,13 +336,12 @@ class Kernel:
         client.nb.cells = [cell]
         client.timeout = max(1, round(timeout))
         client.rejected = None
-        client.kc.session.observations = observations
-        client.kc.session.observation_bytes = 0
+        client.kc.session.begin_cell(observations=observations)
         started = time.monotonic()
         try:
-            _drive(functools.partial(client.async_execute_cell, cell, 0))
+            _drive(functools.partial(client.async_execute_cell, cell, 0), limit=timeout + HARD_DEADLINE_GRACE_S)
             broken = client.rejected or self._broken(client)
-        except CellTimeoutError:
+        except (CellTimeoutError, TimeoutError):
             broken = client.rejected
             if broken is None:
                 # Kill rather than interrupt: an interrupt can be ignored, and nbclient leaves the
@@ -382,6 +406,7 @@ class Kernel:
         """Kill the kernel now (no graceful shutdown: nothing in it is worth waiting for)."""
         km, client = self._km, self._client
         self._km, self._client, self.alive = None, None, False
+        lifetime.untrack(self)
         if km is None:
             return
         process = getattr(getattr(km, "provisioner", None), "process", None)

@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
-from grader.checks import Check, Context, build
+from grader.checks import Check, Context, Planner, Seen, build
 from grader.checks.base import CheckOutcome
 from grader.errors import AssignmentBug, UsageError, WrongAssignment
 from grader.faults import one_line
@@ -24,6 +24,8 @@ from grader.sandbox import Isolation, SandboxPolicy, available
 from grader.session import Session
 from grader.spec import CheckSpec, ExerciseSpec
 from grader.submission import Submission, claim_text, read_submission
+from grader.verification import InBackground, Verifying, verify_all
+from grader.verifier.client import Verifier
 
 Plan = list[tuple[ExerciseSpec, list[Check]]]
 
@@ -70,8 +72,9 @@ def choose_assignment(submission: Submission, options: GradeOptions) -> str:
 
 
 def plan(assignment: Assignment, seed: int) -> Plan:
-    """Every check built with its inputs drawn: hidden inputs come from the seed."""
-    ctx = Context(assignment=assignment, seed=seed)
+    """Every check built with its inputs drawn: hidden inputs come from the seed. One planner
+    for the whole assignment, so checks that need the same export share it."""
+    ctx = Context(assignment=assignment, seed=seed, planner=Planner())
     return [(ex, [build(ex.id, spec, ctx) for spec in ex.checks]) for ex in assignment.spec.exercises]
 
 
@@ -104,43 +107,68 @@ class Prober(Protocol):
     def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]: ...
 
 
-def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float) -> dict[str, Observation]:
-    """One probe batch per exercise, so a hang in one exercise costs only that exercise."""
+def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
+                on_exercise: Callable[[list[Check], dict[str, Observation]], None] | None = None,
+                ) -> dict[str, Observation]:
+    """One probe batch per exercise, so a hang in one exercise costs only that exercise; a request
+    that several checks share is asked once. `on_exercise` gets each exercise's checks as soon
+    as the kernel has answered them (the verifier starts on them meanwhile)."""
     observations: dict[str, Observation] = {}
+    asked: set[str] = set()
     for _, checks in checks_plan:
-        requests = [r for check in checks for r in check.requests()]
+        requests = []
+        for check in checks:
+            for request in check.requests():
+                if request.id not in asked:
+                    asked.add(request.id)
+                    requests.append(request)
         observations.update(prober.observe(requests, probe_timeout))
+        if on_exercise is not None:
+            on_exercise(checks, observations)
     return observations
 
 
-def judge_one(check: Check, spec: CheckSpec, observations: dict[str, Observation]) -> CheckOutcome:
-    """One check's verdict. The observations are the student's: whatever they hold, a check that
-    raises on them gives that check an `error` (the exception kept for the instructor), never an
+def seen_all(observations: dict[str, Observation], verifier: Verifying, checks_plan: Plan,
+             timeout: float, budget: float | None = None) -> Seen:
+    """The kernel's observations and the verifier's runs of the exported programs."""
+    checks = [check for _, exercise_checks in checks_plan for check in exercise_checks]
+    return Seen(observations=observations, runs=verify_all(verifier, checks, observations, timeout, budget))
+
+
+def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
+    """One check's verdict. What it judges is the student's: whatever it holds, a check that
+    raises on it gives that check an `error` (the exception kept for the instructor), never an
     exception out of the grader."""
     try:
-        return check.judge(observations)
+        return check.judge(seen)
     except Exception as exc:  # noqa: BLE001 - the boundary between student data and check code
         return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
                             judge_error=f"{check.full_id} raised {one_line(exc)}")
 
 
-def judge(checks_plan: Plan, observations: dict[str, Observation]) -> list[ExerciseResult]:
+def judge(checks_plan: Plan, seen: Seen) -> list[ExerciseResult]:
     results = []
     for exercise, checks in checks_plan:
-        scored = [score_check(check.full_id, spec, judge_one(check, spec, observations))
+        scored = [score_check(check.full_id, spec, judge_one(check, spec, seen))
                   for spec, check in zip(exercise.checks, checks)]
         results.append(score_exercise(exercise, scored))
     return results
 
 
+def verifier_for(options: GradeOptions) -> Verifier:
+    return Verifier(sandbox=SandboxPolicy() if options.sandbox else None)
+
+
 def grade_one(path: str | Path, options: GradeOptions | None = None, *,
-              kernel_factory: Callable[[], Kernel] | None = None) -> Report:
+              kernel_factory: Callable[[], Kernel] | None = None,
+              verifier: Verifier | None = None) -> Report:
     """Grade one submission in its own fresh kernel and return its report.
 
     `kernel_factory` supplies kernels (the first may already be launched, to boot while the
     grader imports and plans). Raises SubmissionUnreadable / UsageError / SpecInvalid / AssignmentNotFound for bad input and
     KernelStartFailed when no kernel can run at all; everything the student's code does is a
-    status inside the report instead.
+    status inside the report instead. `verifier` runs the exported programs (one per
+    submission: a fresh one unless given, closed at the end either way).
     """
     options = options or GradeOptions()
     started = time.monotonic()
@@ -151,15 +179,22 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
     probe_timeout = options.cell_timeout or limits.probe_timeout_s
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
 
-    with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
-                 kernel_factory=kernel_factory or kernels_for(options)) as session:
-        session.launch()
-        preparation = _Preparation(assignment)
-        checks_plan = plan(assignment, seed)
-        session.run_student_cells()
-        observations = observe_all(session, checks_plan, probe_timeout)
+    verifier = verifier or verifier_for(options)
+    try:
+        with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
+                     kernel_factory=kernel_factory or kernels_for(options)) as session:
+            session.launch()
+            verifier.launch()
+            preparation = _Preparation(assignment)
+            checks_plan = plan(assignment, seed)
+            session.run_student_cells()
+            verifying = InBackground(verifier, probe_timeout, session.remaining)
+            observations = observe_all(session, checks_plan, probe_timeout, on_exercise=verifying.submit)
+        seen = Seen(observations=observations, runs=verifying.result())
+    finally:
+        verifier.close()
     preparation.wait()
-    exercises = judge(checks_plan, observations)
+    exercises = judge(checks_plan, seen)
     score, max_score = total(exercises)
     return Report(
         assignment=assignment.spec.id,

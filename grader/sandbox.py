@@ -40,6 +40,7 @@ from grader.report import Isolation
 LAYERS = ("namespaces", "user", "seccomp", "cgroups", "rlimits", "scratch")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
+VERIFIER_DIR = Path(__file__).resolve().parent / "verifier"  # the verifier's runtime (grader/verifier/)
 ENV_PASSED = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 SECCOMP_FD = 9  # the privileged wrapper opens the filter on this fd for `bwrap --seccomp`
 BWRAP_LEVELS = 3  # bwrap processes above the kernel: 2 (the outer one, its pid-1 init); a bound
@@ -135,11 +136,14 @@ def _file_id(path: str) -> tuple[int, int] | None:
 class Sandbox:
     """The sandbox of one kernel: prepare() before launch, wrap() its argv, cleanup() after."""
 
-    def __init__(self, scratch: Path, policy: SandboxPolicy, isolation: Isolation):
+    def __init__(self, scratch: Path, policy: SandboxPolicy, isolation: Isolation, *,
+                 runtime_dir: Path = PROBE_DIR):
         self.scratch = scratch
         self.policy = policy
         self.isolation = isolation
+        self.runtime_dir = runtime_dir  # bound read-only: the probe's (kernels) or the verifier's
         self._cgroups: list[Path] = []
+        self._groups: dict[str, Path] = {}
         self._mounted = False
 
     def has(self, layer: str) -> bool:
@@ -157,7 +161,7 @@ class Sandbox:
         if self.has("user"):
             os.chown(self.scratch, self.policy.uid, self.policy.gid)
         if self.has("cgroups"):
-            name = f"grader-{uuid.uuid4().hex[:12]}"
+            name = f"{owner_tag()}{uuid.uuid4().hex[:12]}"
             limits = {"memory": {"memory.limit_in_bytes": self.policy.memory_bytes},
                       "pids": {"pids.max": self.policy.pids}}
             for controller, files in limits.items():
@@ -166,6 +170,7 @@ class Sandbox:
                 group = parent / name
                 group.mkdir()
                 self._cgroups.append(group)
+                self._groups[controller] = group
                 for file, value in files.items():
                     if value is not None:
                         (group / file).write_text(str(value))
@@ -175,21 +180,29 @@ class Sandbox:
                     except OSError:
                         pass
 
-    def wrap(self, argv: list[str], connection_file: str) -> list[str]:
-        """The command that starts `argv` (the kernel) inside every available layer."""
+    def cgroup(self, controller: str) -> Path | None:
+        """This sandbox's cgroup directory for `controller` ("memory", "pids") once prepared."""
+        return self._groups.get(controller)
+
+    def wrap(self, argv: list[str], connection_file: str | None = None) -> list[str]:
+        """The command that starts `argv` (the kernel) inside every available layer; a process
+        without a connection file (the verifier, which speaks over its stdin and stdout) has
+        nothing handed over."""
         p = self.policy
         cmd: list[str] = []
         if self.has("cgroups") or self.has("user") or self.has("seccomp"):
             # A shell, still privileged, joins the cgroups, hands over the connection file and
             # opens the seccomp filter (root's alone) on a fixed fd that bwrap reads and closes.
             script = "".join(f'echo $$ > "{g}/cgroup.procs"; ' for g in self._cgroups)
-            if self.has("user"):
+            if self.has("user") and connection_file:
                 script += f'chown {p.uid}:{p.gid} "$1"; '
             if self.has("seccomp"):
                 script += f'exec {SECCOMP_FD}<"$2"; '
             script += 'shift 2; exec "$@"'
-            filter_path = str(seccomp.filter_file()) if self.has("seccomp") else ""
-            cmd += ["/bin/sh", "-c", script, "grader-sandbox", connection_file, filter_path]
+            # the verifier runs no code that makes system calls: the futex rule is for kernels
+            shared = self.runtime_dir != PROBE_DIR
+            filter_path = str(seccomp.filter_file(shared_futexes=shared)) if self.has("seccomp") else ""
+            cmd += ["/bin/sh", "-c", script, "grader-sandbox", connection_file or "", filter_path]
         if self.has("rlimits"):
             limits = [f"--nofile={p.open_files}:{p.open_files}", "--core=0:0"]
             if p.file_bytes is not None:
@@ -245,10 +258,10 @@ class Sandbox:
         args += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch)]
         return args
 
-    @staticmethod
-    def _readonly_paths() -> list[Path]:
-        """The interpreter, its virtual environment and the probe: nothing else of the host."""
-        paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PROBE_DIR}
+    def _readonly_paths(self) -> list[Path]:
+        """The interpreter, its virtual environment and the runtime directory (the probe's, or
+        the verifier's): nothing else of the host."""
+        paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), self.runtime_dir}
         inside_usr = [p for p in paths if p == Path("/usr") or Path("/usr") in p.parents]
         return sorted(p for p in paths if p not in inside_usr)
 
@@ -315,31 +328,66 @@ class Sandbox:
     def cleanup(self) -> None:
         """Kill every process left in the kernel's cgroups, remove them, unmount the scratch."""
         for group in self._cgroups:
-            deadline = time.monotonic() + 5.0
-            while time.monotonic() < deadline:
-                try:
-                    pids = [int(x) for x in (group / "cgroup.procs").read_text().split()]
-                except OSError:
-                    break
-                if not pids:
-                    break
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                time.sleep(0.01)  # killed processes leave the cgroup asynchronously
-            while True:  # an emptied cgroup can be busy for a moment longer
-                try:
-                    group.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() >= deadline:
-                        break
-                    time.sleep(0.01)
+            empty_and_remove(group)
         self._cgroups = []
+        self._groups = {}
         if self._mounted:
             subprocess.run(["umount", "-l", str(self.scratch)], capture_output=True)
             self._mounted = False
+
+
+def empty_and_remove(group: Path, seconds: float = 5.0) -> None:
+    """Kill every process of a cgroup and remove it (bounded: killed processes leave it
+    asynchronously, and an emptied cgroup can be busy for a moment longer)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            pids = [int(x) for x in (group / "cgroup.procs").read_text().split()]
+        except OSError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+    while True:
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """The tag of what a grader process makes (cgroups, scratch directories): `grader-<pid>-`,
+    so that when a process dies without cleaning up, its parent can sweep what it left."""
+    return f"grader-{os.getpid() if pid is None else pid}-"
+
+
+def sweep(pid: int) -> int:
+    """Remove what a dead grader process `pid` left: its sandboxes' cgroups (processes killed)
+    and scratch mounts. Returns how many things were removed."""
+    removed = 0
+    tag = owner_tag(pid)
+    for controller in ("memory", "pids"):
+        parent = _own_cgroup(controller)
+        for group in parent.glob(tag + "*") if parent is not None else []:
+            empty_and_remove(group)
+            removed += 1
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        mounts = []
+    for line in mounts:
+        fields = line.split()
+        if len(fields) > 1 and Path(fields[1]).name.startswith(f"grade-{pid}-"):
+            subprocess.run(["umount", "-l", fields[1]], capture_output=True)
+            removed += 1
+    return removed

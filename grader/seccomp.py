@@ -13,16 +13,20 @@ command, in its own pid-1 init as well. What it does, in order:
     1. a call from another ABI (i386 via `int 0x80`, or arm32 compat) is refused: EPERM;
     2. on x86_64, a syscall number with the x32 bit (0x40000000) is refused: EPERM;
     3. `clone3` returns ENOSYS (its flags are in memory, out of a filter's reach), so glibc falls
-       back to `clone`, whose flags are checked: any namespace flag is refused;
+       back to `clone`, whose flags are checked: any namespace flag is refused; so do
+       `futex_waitv` and `futex_requeue`, whose futex flags are in memory too;
     4. `fcntl` with a record-lock, lease or dnotify command, `personality` with other than the
        usual personas, `socket(AF_VSOCK)` and `preadv2(RWF_NOWAIT)` (a page-cache probe) are
-       refused;
+       refused; `futex` is allowed with FUTEX_PRIVATE_FLAG, and without it (a shared futex) only
+       to wake: a shared wait returns EAGAIN at once, as if the word had changed (see
+       `FUTEX_SHARED_WAITS`); `futex_wake` and `futex_wait` need FUTEX2_PRIVATE;
     5. every call in `DENIED` is refused (a binary search over the syscall numbers); the rest is
        allowed.
 
 Arguments are compared on their low 32 bits, which are all the kernel reads of an `int` or
-`unsigned int` argument (fcntl's command, personality, the socket family), so high bits cannot
-hide a refused value; clone's namespace flags are all in the low 32 bits too.
+`unsigned int` argument (fcntl's command, personality, the socket family, futex's op and futex2's
+flags), so high bits cannot hide a refused value; clone's namespace flags are all in the low 32
+bits too.
 
 Only x86_64 and aarch64 have syscall tables here; elsewhere the layer is reported missing.
 """
@@ -82,6 +86,33 @@ PERSONALITY_ALLOWED = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 AF_VSOCK = 40  # not network-namespaced: it would reach the host of a virtual machine
 RWF_NOWAIT = 0x8
 
+# futex (linux/futex.h). A futex on a page of a file (any mapping of a shared read-only venv or
+# /usr file) gets a key made of the inode and offset unless the op has FUTEX_PRIVATE_FLAG: two
+# kernels that map the same file meet on it, and FUTEX_WAIT/FUTEX_WAKE need only read access, so
+# one kernel's wake reports how many of the other's threads waited (a two-way channel). A private
+# futex is keyed by the caller's address space: no other process can reach it.
+FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME = 128, 256
+FUTEX_WAIT, FUTEX_WAKE, FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP = 0, 1, 3, 4, 5
+FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET, FUTEX_WAIT_REQUEUE_PI = 9, 10, 11
+# Shared futexes are not rare: glibc's pthread_join waits on the thread's tid with a shared
+# FUTEX_WAIT_BITSET (the kernel's CLONE_CHILD_CLEARTID wake is shared), libstdc++'s std::future
+# (XLA's LLVM JIT waits on one) with a shared FUTEX_WAIT, and glibc aborts the process when a wait
+# fails with an error it does not expect (EPERM: "The futex facility returned an unexpected error
+# code"). So a shared wait is answered EAGAIN, the "the word has changed" answer that every caller
+# handles by reading the word again: the caller spins instead of sleeping, and no thread of any
+# sandbox ever sleeps on a shared key. A shared wake is then allowed: there is nobody to wake (glibc
+# aborts when a wake fails with other than EFAULT or EINVAL). Each shared op is matched exactly, with
+# or without FUTEX_CLOCK_REALTIME where the kernel accepts it; any other shared op (the PI ones, the
+# removed FUTEX_FD, unknown commands) is refused with EPERM.
+FUTEX_SHARED_WAITS = (FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAIT_BITSET | FUTEX_CLOCK_REALTIME,
+                      FUTEX_WAIT_REQUEUE_PI, FUTEX_WAIT_REQUEUE_PI | FUTEX_CLOCK_REALTIME)
+FUTEX_SHARED_WAKES = (FUTEX_WAKE, FUTEX_WAKE_BITSET, FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP)
+# futex2 (Linux 6.7+): futex_wake(uaddr, mask, nr, flags) and futex_wait(uaddr, val, mask, flags,
+# timeout, clockid) take their flags in args[3]; nothing here uses them, so the shared kind is
+# refused. futex_waitv and futex_requeue read each futex's flags from user memory: ENOSYS.
+FUTEX2_PRIVATE = FUTEX_PRIVATE_FLAG
+FUTEX2_FLAGS_ARG = 3
+
 # ------------------------------------------------------------------ syscall numbers
 
 # name -> (x86_64, aarch64); None where the call does not exist on that arch. Checked against
@@ -94,6 +125,11 @@ SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "personality": (135, 92),
     "socket": (41, 198),
     "preadv2": (327, 286),
+    "futex": (202, 98),
+    "futex_wake": (454, 454),
+    "futex_wait": (455, 455),
+    "futex_waitv": (449, 449),
+    "futex_requeue": (456, 456),
     # channels between kernels of the same user
     "add_key": (248, 217),
     "request_key": (249, 218),
@@ -161,7 +197,9 @@ SYSCALLS: dict[str, tuple[int | None, int | None]] = {
 }
 ARCHES = ("x86_64", "aarch64")
 
-CHECKED = ("fcntl", "clone", "clone3", "personality", "socket", "preadv2")
+CHECKED = ("fcntl", "clone", "clone3", "personality", "socket", "preadv2", "futex", "futex_wake",
+           "futex_wait", "futex_waitv", "futex_requeue")
+ENOSYS_CALLS = ("clone3", "futex_waitv", "futex_requeue")  # their flags are in memory: ENOSYS
 DENIED = tuple(name for name in SYSCALLS if name not in CHECKED)  # refused whatever the arguments
 
 
@@ -248,13 +286,19 @@ def errno_action(code: int) -> int:
 
 
 DENY = errno_action(errno.EPERM)
+AGAIN = errno_action(errno.EAGAIN)  # a shared futex wait: "the word changed", read it again
 
 
-def program(arch: str) -> bytes:
-    """The filter for `arch`, as bytes of `struct sock_filter` (what `bwrap --seccomp` reads)."""
+def program(arch: str, *, shared_futexes: bool = False) -> bytes:
+    """The filter for `arch`, as bytes of `struct sock_filter` (what `bwrap --seccomp` reads).
+
+    `shared_futexes=True` leaves the `futex` call alone: for the verifier, which runs no student
+    code that could make system calls (an XLA program cannot), so the futex channel is not open
+    to it, and its compiler threads need not spin."""
     nr = numbers(arch)
     asm = Assembler()
-    special = {name: asm.label(name) for name in CHECKED if name in nr}
+    checked = [name for name in CHECKED if not (shared_futexes and name == "futex")]
+    special = {name: asm.label(name) for name in checked if name in nr}
     enosys, tree = asm.label("enosys"), asm.label("tree")
 
     # 1. the arch (ABI) of the call; 2. the x32 bit
@@ -268,24 +312,34 @@ def program(arch: str) -> bytes:
     names = list(special)
     for i, name in enumerate(names):
         last = i == len(names) - 1
-        asm.jump(BPF_JEQ, nr[name], enosys if name == "clone3" else special[name], tree if last else None)
+        asm.jump(BPF_JEQ, nr[name], enosys if name in ENOSYS_CALLS else special[name],
+                 tree if last else None)
 
-    blocks = {  # name -> (argument, test, values, action on a match; the other one otherwise)
-        "fcntl": (1, BPF_JEQ, FCNTL_REFUSED, DENY),
-        "clone": (0, BPF_JSET, (CLONE_NAMESPACE_FLAGS,), DENY),
-        "personality": (0, BPF_JEQ, PERSONALITY_ALLOWED, SECCOMP_RET_ALLOW),
-        "socket": (0, BPF_JEQ, (AF_VSOCK,), DENY),
-        "preadv2": (5, BPF_JSET, (RWF_NOWAIT,), DENY),
+    allow = SECCOMP_RET_ALLOW
+    blocks = {  # name -> (argument, [(test, values, action on a match), ...], action otherwise)
+        "fcntl": (1, [(BPF_JEQ, FCNTL_REFUSED, DENY)], allow),
+        "clone": (0, [(BPF_JSET, (CLONE_NAMESPACE_FLAGS,), DENY)], allow),
+        "personality": (0, [(BPF_JEQ, PERSONALITY_ALLOWED, allow)], DENY),
+        "socket": (0, [(BPF_JEQ, (AF_VSOCK,), DENY)], allow),
+        "preadv2": (5, [(BPF_JSET, (RWF_NOWAIT,), DENY)], allow),
+        "futex": (1, [(BPF_JSET, (FUTEX_PRIVATE_FLAG,), allow), (BPF_JEQ, FUTEX_SHARED_WAKES, allow),
+                      (BPF_JEQ, FUTEX_SHARED_WAITS, AGAIN)], DENY),
+        "futex_wake": (FUTEX2_FLAGS_ARG, [(BPF_JSET, (FUTEX2_PRIVATE,), allow)], DENY),
+        "futex_wait": (FUTEX2_FLAGS_ARG, [(BPF_JSET, (FUTEX2_PRIVATE,), allow)], DENY),
     }
-    for name, (arg, test, values, on_match) in blocks.items():
+    for name, (arg, rules, otherwise) in blocks.items():
+        if name not in special:
+            continue
         asm.place(special[name])
         asm.load(arg_low(arg))
-        matched = asm.label("match")
-        for value in values:
-            asm.jump(test, value, matched, None)
-        asm.ret(SECCOMP_RET_ALLOW if on_match == DENY else DENY)
-        asm.place(matched)
-        asm.ret(on_match)
+        targets = [asm.label("match") for _ in rules]
+        for (test, values, _), target in zip(rules, targets):
+            for value in values:
+                asm.jump(test, value, target, None)
+        asm.ret(otherwise)
+        for (_, _, action), target in zip(rules, targets):
+            asm.place(target)
+            asm.ret(action)
 
     asm.place(foreign)
     asm.ret(DENY)
@@ -345,23 +399,23 @@ def check(code: bytes) -> None:
 
 # ------------------------------------------------------------------ the file bubblewrap reads
 
-_written: Path | None = None
+_written: dict[bool, Path] = {}  # filter files this process wrote or checked, by kind
 
 
-def filter_file() -> Path:
+def filter_file(*, shared_futexes: bool = False) -> Path:
     """The native filter as a file, for the sandbox's privileged wrapper to open for bubblewrap.
 
     It lives in a directory only root (the grader) can enter, never in a kernel's scratch, under a
     name made of its content's hash: written once, atomically, by the first grader process that
     needs it and checked by each later one, so no process has to remove it (`grade` ends with
     os._exit, which runs no clean-up)."""
-    global _written
     arch = native_arch()
     if arch is None:
         raise RuntimeError("no seccomp filter for this architecture")
-    code = program(arch)
-    if _written is not None and _holds(_written, code):
-        return _written
+    code = program(arch, shared_futexes=shared_futexes)
+    known = _written.get(shared_futexes)
+    if known is not None and _holds(known, code):
+        return known
     directory = _private_directory()
     path = directory / f"{arch}-{hashlib.sha256(code).hexdigest()[:16]}.bpf"
     if not _holds(path, code):
@@ -370,7 +424,7 @@ def filter_file() -> Path:
         with os.fdopen(fd, "wb") as f:
             f.write(code)
         os.replace(partial, path)
-    _written = path
+    _written[shared_futexes] = path
     return path
 
 

@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 from grader import assignment as assignments
-from grader.pipeline import judge, observe_all, plan
-from grader.probe.local import LocalProber
+from grader.pipeline import judge, observe_all, plan, seen_all
+from grader.probe.local import LocalProber, LocalVerifier
 from grader.render import summary_exercise
 
 
@@ -39,5 +39,6 @@ def check(exercise: str, assignment: str, namespace: dict[str, Any] | None = Non
         known = ", ".join(e.id for e in loaded.spec.exercises)
         raise ValueError(f"{assignment} has no exercise {exercise!r} (it has {known})")
     prober = LocalProber(namespace if namespace is not None else _namespace())
-    result = judge(selected, observe_all(prober, selected, probe_timeout=0))[0]
+    observations = observe_all(prober, selected, probe_timeout=0)
+    result = judge(selected, seen_all(observations, LocalVerifier(), selected, timeout=0))[0]
     print(summary_exercise(result))

@@ -23,6 +23,7 @@ from grader.probe.protocol import (
     MAX_SUBMISSION_NODES,
     CallRequest,
     CompileCountRequest,
+    ExportRequest,
     Observation,
     Request,
     TooLarge,
@@ -55,14 +56,31 @@ def probe_code(requests: list[Request], nonce: str = "", probe_path: Path = PROB
 
 def _target(request: Request) -> str | None:
     """The student function a request calls or traces, if any."""
-    if isinstance(request, (CallRequest, TraceRequest, CompileCountRequest)):
+    if isinstance(request, (CallRequest, TraceRequest, CompileCountRequest, ExportRequest)):
         return request.target
     return None
 
 
 def _runs(request: Request) -> bool:
-    """Whether the request runs the function's program (a trace only traces it)."""
+    """Whether the request runs the function's program (a trace or an export only traces it)."""
     return isinstance(request, (CallRequest, CompileCountRequest))
+
+
+def _wrong_answer(request: Request, obs: Observation) -> str | None:
+    """Why an observation cannot be the answer to its request (only a tampered probe sends one):
+    a result of another kind, or not one value per call."""
+    if obs.status != "ok":
+        return None
+    expected = {"lookup": "lookup", "value": "value", "call": "call", "trace": "trace",
+                "compile_count": "compile_count", "export": "export"}[request.op]
+    if obs.result is None or obs.result.op != expected:
+        return f"a {obs.result.op if obs.result else 'missing'} result for a {request.op} request"
+    values = getattr(obs.result, "values", None)
+    if values is not None:
+        wanted = len(request.calls) if isinstance(request, CallRequest) else 1
+        if len(values) != wanted:
+            return f"{len(values)} values for {wanted} calls"
+    return None
 
 
 def _capped(text: str) -> str:
@@ -103,6 +121,10 @@ class Session:
 
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+    def remaining(self) -> float:
+        """Seconds left of the submission's time limit (the verifier spends them too)."""
+        return max(0.0, self._remaining())
 
     def launch(self) -> None:
         """Spawn the first kernel now, so that it boots while the grader does other work."""
@@ -213,11 +235,13 @@ class Session:
                     break
                 kernel = self._kernel
                 assert kernel is not None
-            budget = min(timeout, self._remaining())
             kernel.stop_strays()
+            budget = min(timeout, self._remaining())  # after stopping strays: that took time too
+            if budget <= 0:
+                continue  # the loop's top marks the rest as out of time
             nonce = secrets.token_hex(16)
             run = kernel.run(probe_code(pending, nonce), budget, observations=True)
-            ids = {r.id for r in pending}
+            ids = {r.id: r for r in pending}
             rejected: dict[str, Observation] = {}  # used only where no valid answer came
             for raw in run.observations:
                 obs = self._accept(raw, nonce, ids)
@@ -264,7 +288,7 @@ class Session:
                 left.append(r)
         return left
 
-    def _accept(self, raw: Any, nonce: str, ids: set[str]) -> Observation | None:
+    def _accept(self, raw: Any, nonce: str, ids: dict[str, Request]) -> Observation | None:
         """One observation from the probe's output, bounded and validated; a bad one becomes
         that request's `crashed` observation, never an exception out of the grader."""
         if not isinstance(raw, dict) or raw.get("nonce") != nonce:
@@ -278,7 +302,11 @@ class Session:
             if self._nodes + nodes > MAX_SUBMISSION_NODES:
                 raise TooLarge(f"the submission's answers together are over {MAX_SUBMISSION_NODES:,} values")
             self._nodes += nodes
-            return Observation.model_validate(payload)
+            obs = Observation.model_validate(payload)
+            wrong = _wrong_answer(ids[rid], obs)
+            if wrong:
+                return Observation(id=rid, status="crashed", detail=f"its answer was malformed ({wrong})")
+            return obs
         except TooLarge as exc:
             return Observation(id=rid, status="crashed", detail=f"its answer was too large to check ({exc})")
         except ValidationError as exc:

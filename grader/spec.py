@@ -64,6 +64,26 @@ class Limits(_Spec):
     submission_timeout_s: float = Field(default=300.0, gt=0, description="the whole submission")
 
 
+Source = Literal["module", "kernel"]
+
+
+def source_field() -> Any:
+    return Field(default="module", description=(
+        "where the values come from. 'module' (the default, for JAX functions): the kernel only "
+        "traces and exports the function (jax.export) for the arguments' shapes and dtypes, and the "
+        "grader's verifier executes that program, so no input value enters the kernel and a forged "
+        "program passes only by being a correct answer. 'kernel': the kernel calls the function and "
+        "reports what it returned (for code JAX cannot trace, e.g. plain Python; forgeable by the "
+        "student's own process)"))
+
+
+def public_field() -> Any:
+    return Field(default=None, description=(
+        "positions of arguments whose values may be sent to the kernel when the function cannot be "
+        "traced with them abstract (a Python loop's count, an argument made static): it is then "
+        "exported once per value. Default: none"))
+
+
 class _CheckBase(_Spec):
     id: Identifier = Field(description="unique within its exercise; reported as '<exercise>.<id>'")
     title: str = Field(description="what the check verifies, in a few words")
@@ -78,6 +98,8 @@ class ReturnShape(_Spec):
     """The structure a function must return: a sequence of `length` scalars of these kinds."""
 
     cases: Cases
+    source: Source = source_field()
+    public: list[Annotated[int, Field(ge=0)]] | None = public_field()
     length: int = Field(ge=1)
     kinds: list[Literal["float", "int", "bool", "any"]] | None = None
 
@@ -87,9 +109,17 @@ class InterfaceCheck(_CheckBase):
 
     kind: Literal["interface"] = "interface"
     name: PythonName
-    jitted: bool = Field(default=False, description="must be a jax.jit wrapper (has `.lower`)")
+    jitted: bool = Field(default=False, description="must be a jax.jit result: jax.export accepts it and "
+                         "exports it for `cases` (the module's evidence, not an attribute)")
+    cases: Cases | None = Field(default=None, description="the call `jitted` exports the function for")
     arity: int | None = Field(default=None, ge=0, description="must accept this many positional arguments")
     returns: ReturnShape | None = None
+
+    @model_validator(mode="after")
+    def _jitted_needs_a_call(self) -> InterfaceCheck:
+        if self.jitted and self.cases is None:
+            raise ValueError("jitted needs cases: the call to export the function for")
+        return self
 
 
 class NumericCheck(_CheckBase):
@@ -98,11 +128,11 @@ class NumericCheck(_CheckBase):
     kind: Literal["numeric"] = "numeric"
     function: PythonName
     cases: Cases
-    jit: bool = Field(default=False, description="wrap the function in jax.jit before calling it")
+    source: Source = source_field()
+    public: list[Annotated[int, Field(ge=0)]] | None = public_field()
+    jit: bool = Field(default=False, description="source 'kernel': wrap the function in jax.jit before "
+                      "calling it (a module is always traced under jax.jit)")
     reference: PythonName | None = Field(default=None, description="NumPy function in references.py")
-    against: PythonName | None = Field(
-        default=None, description="another of the student's functions, called on the same inputs"
-    )
     output: int | None = Field(default=None, ge=0, description="compare only this item of the result")
     set_globals: dict[PythonName, JsonValue] = Field(
         default_factory=dict,
@@ -114,22 +144,24 @@ class NumericCheck(_CheckBase):
 
     @model_validator(mode="after")
     def _expectation(self) -> NumericCheck:
-        if self.reference and self.against:
-            raise ValueError("give reference or against, not both")
-        if not (self.reference or self.against or self.cases.generator):
-            raise ValueError("needs a reference, an against function, or a generator giving expected values")
+        if not (self.reference or self.cases.generator):
+            raise ValueError("needs a reference, or a generator giving expected values")
         if self.hidden and self.cases.generator is None:
             raise ValueError("a hidden check must draw its inputs from a generator")
         return self
 
 
 class StructureCheck(_CheckBase):
-    """The jaxpr (or lowered module) of one call contains / lacks given primitives."""
+    """The exported module (or, observed in the kernel, the jaxpr or lowered text) of the
+    function for these calls contains / lacks given operations."""
 
     kind: Literal["structure"] = "structure"
     function: PythonName
-    representation: Literal["jaxpr", "lowered"]
-    cases: Cases = Field(description="exactly one call")
+    representation: Literal["module", "jaxpr", "lowered"] = Field(
+        default="module", description="'module': StableHLO op names (while, case, select...) of the module "
+        "the value checks execute; 'jaxpr' / 'lowered': primitives the kernel reports (forgeable)")
+    public: list[Annotated[int, Field(ge=0)]] | None = public_field()
+    cases: Cases = Field(description="the calls whose modules are inspected (one, for jaxpr / lowered)")
     contains: list[str] = []
     absent: list[str] = []
 
@@ -137,17 +169,22 @@ class StructureCheck(_CheckBase):
     def _something_to_check(self) -> StructureCheck:
         if not (self.contains or self.absent):
             raise ValueError("needs contains or absent")
-        if self.cases.rows is not None and len(self.cases.rows) != 1:
-            raise ValueError("a structure check traces exactly one call")
+        if self.representation != "module" and self.cases.rows is not None and len(self.cases.rows) != 1:
+            raise ValueError("a jaxpr or lowered structure check traces exactly one call")
         return self
 
 
 class CompileLimitCheck(_CheckBase):
-    """At most `max_compiles` XLA compilations while `function` runs over the call sequence."""
+    """At most `max_compiles` XLA compilations while `function` runs over the call sequence.
+
+    From the module (the default): the function is a jax.jit result exported with every argument
+    traced, and the calls have at most `max_compiles` distinct shapes and dtypes, which is what
+    JAX compiles once each. From the kernel: compilations counted there on cleared caches."""
 
     kind: Literal["compile_limit"] = "compile_limit"
     function: PythonName
     cases: Cases
+    source: Source = source_field()
     max_compiles: int = Field(ge=0)
 
 
@@ -163,6 +200,8 @@ class CustomCheck(_CheckBase):
     observe: list[PythonName] = Field(default_factory=list, description="names whose values it judges")
     call: PythonName | None = Field(default=None, description="a student function to call on `cases`")
     cases: Cases | None = None
+    source: Source = source_field()
+    public: list[Annotated[int, Field(ge=0)]] | None = public_field()
     params: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -185,10 +224,11 @@ class AnswerCheck(_CheckBase):
     accept: list[JsonValue] = Field(min_length=1, description="accepted answers; strings compare case- and space-insensitively")
 
 
-CheckSpec = Annotated[
-    Union[InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck],
-    Field(discriminator="kind"),
-]
+CHECK_SPECS = (InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck)
+"""Every kind of check: the one list (grader/checks/ pairs each with its implementation)."""
+CHECK_KINDS = frozenset(spec.model_fields["kind"].default for spec in CHECK_SPECS)
+
+CheckSpec = Annotated[Union[CHECK_SPECS], Field(discriminator="kind")]
 
 
 class ExerciseSpec(_Spec):
@@ -238,7 +278,7 @@ def describe_errors(errors: list[dict[str, Any]]) -> list[str]:
         for part in err["loc"]:
             if isinstance(part, int):
                 path += f"[{part}]"
-            elif part in {"interface", "numeric", "structure", "compile_limit", "custom", "answer"}:
+            elif part in CHECK_KINDS:
                 continue  # the union tag pydantic inserts; the kind is already in the file
             else:
                 path += f".{part}" if path else str(part)

@@ -73,8 +73,11 @@ def test_a_hanging_function_costs_one_probe_timeout(submission_from_reference) -
     newton = checks_of(report, "newton")
     timed_out = [c for c in newton.values() if c.status == "timeout"]
     assert len(timed_out) >= 4
-    really_ran = [c for c in timed_out if "not called again" not in (c.message or "")]
-    assert len(really_ran) == 1, [(c.id, c.message) for c in timed_out]
+    # the verifier ran its program once for all the checks (one timeout, one reason for all), and
+    # the kernel's compile count once: no check paid a timeout of its own
+    reasons = {(c.message or "").rsplit("did not finish", 1)[-1].replace("in an earlier check; not called again", "")
+               for c in timed_out}
+    assert len(reasons) <= 2, [(c.id, c.message) for c in timed_out]
 
 
 def test_observation_shaped_output_of_the_student_s_own_cells_is_ignored(submission_from_reference) -> None:

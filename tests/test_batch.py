@@ -241,7 +241,8 @@ def test_the_notebooks_decide_the_batch_and_grade_the_rest_as_it(tmp_path: Path,
     spec = ROOT / "assignments" / "ch2-jit" / "assignment.toml"
     (evil / "assignment.toml").write_bytes(spec.read_bytes())
     (evil / "checks.py").write_text(f"open({str(marker)!r}, 'w').write('executed')\n")
-    notebook(subs / "bob.ipynb", "ch2-jit")
+    for name in ("bob", "bea", "ben", "bill", "bo", "bud"):  # the class used the template
+        notebook(subs / f"{name}.ipynb", "ch2-jit")
     notebook(subs / "dave.ipynb")
     (subs / "carol.py").write_text("x = 1\n")
     notebook(subs / "mallory.ipynb", str(evil))
@@ -251,7 +252,8 @@ def test_the_notebooks_decide_the_batch_and_grade_the_rest_as_it(tmp_path: Path,
     result = grade_many([subs], out, NO_A)
     assert result.assignment == "ch2-jit"
     # evil/checks.py is only the submission of a student "evil": student code, run in a kernel
-    assert sorted(t.student for t in recorder.tasks) == ["bob", "carol", "dave", "evil"]
+    assert sorted(t.student for t in recorder.tasks) == ["bea", "ben", "bill", "bo", "bob", "bud", "carol",
+                                                         "dave", "evil"]
     assert {t.options.assignment for t in recorder.tasks} == {"ch2-jit"}
     reports = saved_reports(out)
     assert reports["mallory"].error == (f"{subs / 'mallory.ipynb'}: this notebook says it is for "
@@ -286,13 +288,30 @@ def test_notebooks_that_disagree_stop_the_batch_without_a(tmp_path: Path, record
     notebook(subs / "a.ipynb", "ch2-jit")
     notebook(subs / "b.ipynb", "ch2-jit")
     notebook(subs / "c.ipynb", "ch2-practice")
+    notebook(subs / "d.ipynb", "ch2-practice")
     with pytest.raises(UsageError) as info:
         grade_many([subs], tmp_path / "out", NO_A)
-    assert str(info.value) == ("the notebooks name different assignments (2 for ch2-jit, "
-                               "1 for ch2-practice): pass -a to say which one this batch grades")
+    assert str(info.value) == ("the submissions do not agree on an assignment (2 for ch2-jit, "
+                               "2 for ch2-practice): pass -a to say which one this batch grades")
     assert recorder.tasks == [] and not (tmp_path / "out").exists()
-    grade_many([subs], tmp_path / "out", OPTIONS)  # with -a it grades, c gets its error report
+    grade_many([subs], tmp_path / "out", OPTIONS)  # with -a it grades, c and d get error reports
     assert [t.student for t in recorder.tasks] == ["a", "b"]
+
+
+def test_one_notebook_cannot_choose_the_assignment_of_a_class_of_modules(tmp_path: Path, recorder) -> None:
+    """The attack: two honest modules and one notebook naming ch2-practice, no -a. Graded as the
+    notebook says, the modules scored 0. A minority claim decides nothing."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice.py").write_text("x = 1\n")
+    (subs / "bob.py").write_text("x = 1\n")
+    notebook(subs / "mallory.ipynb", "ch2-practice")
+    with pytest.raises(UsageError, match=r"1 for ch2-practice, 2 naming none\): pass -a"):
+        grade_many([subs], tmp_path / "out", NO_A)
+    assert recorder.tasks == []
+    notebook(subs / "x.ipynb", "ch2-practice")
+    notebook(subs / "y.ipynb", "ch2-practice")  # now 3 of 5 name it: a majority decides
+    assert grade_many([subs], tmp_path / "out", NO_A).assignment == "ch2-practice"
 
 
 def test_modules_alone_need_a_unless_there_is_one_assignment(tmp_path: Path, recorder,
@@ -321,3 +340,30 @@ def test_a_given_as_a_folder_grades_as_that_folder(tmp_path: Path, recorder) -> 
     assert result.assignment == "ch2-jit"
     assert [(t.student, t.options.assignment) for t in recorder.tasks] == [("bob", folder)]
     assert saved_reports(tmp_path / "out")["erin"].error.endswith("but this batch grades ch2-jit")
+
+
+def test_a_worker_that_dies_costs_only_its_own_submission(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed while grading one student (an OOM kill) used to hang the pool or give every
+    student then pending "died twice". Only the culprit is retried, then reported; no hang."""
+    import signal as signals
+
+    import batch_workers
+
+    from grader.batch import LocalExecutor
+
+    monkeypatch.setattr("grader.batch._grade_in_worker", batch_workers.grade_or_die)
+    tasks = [Task(student=s, path=f"{s}.py", options=OPTIONS) for s in ("ann", "killer", "bea", "cy", "dan")]
+
+    def too_slow(*_: object) -> None:
+        raise TimeoutError("the batch hung after a worker died")
+
+    previous = signals.signal(signals.SIGALRM, too_slow)
+    signals.alarm(120)
+    try:
+        results = {task.student: report for task, report in LocalExecutor(2).map(tasks)}
+    finally:
+        signals.alarm(0)
+        signals.signal(signals.SIGALRM, previous)
+    assert sorted(results) == ["ann", "bea", "cy", "dan", "killer"]
+    assert results["killer"].status == "error" and "died twice" in results["killer"].error
+    assert all(results[s].status == "graded" for s in ("ann", "bea", "cy", "dan"))

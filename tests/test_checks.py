@@ -1,24 +1,35 @@
-"""Every check kind judged from hand-built observations: no kernel, just the grader's side."""
+"""Every check kind judged from hand-built observations and module runs: no kernel, no verifier.
+
+A check asks a planner for requests (kernel) and module runs (verifier) and judges `Seen`; these
+tests build `Seen` by hand: `observed(check, ...)` answers every kernel request with one
+observation, and, for checks on the exported program, makes every export succeed and every
+module run return the given answers (one per case, in the check's order).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
 
 from grader import assignment
 from grader.assignment import Assignment
-from grader.checks import Check, CheckOutcome, Context, build
+from grader.checks import Check, CheckOutcome, Context, Planner, Seen, build
+from grader.checks.base import ModuleFacts, RunOutcome
 from grader.checks.interface import accepts
 from grader.checks.numeric import mismatch
+from grader.checks.program import ProgramCalls, StudentCalls
 from grader.probe.protocol import (
     CompileCountResult,
+    ExportRequest,
+    ExportResult,
     LookupResult,
     Observation,
     OpaqueValue,
     Parameter,
     Raised,
+    Request,
     SeqValue,
     TraceResult,
     ValuesResult,
@@ -34,9 +45,9 @@ def ch2() -> Assignment:
     return assignment.load("ch2-jit")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ctx(ch2: Assignment) -> Context:
-    return Context(assignment=ch2, seed=SEED)
+    return Context(assignment=ch2, seed=SEED, planner=Planner())
 
 
 def make_check(ch2: Assignment, ctx: Context, full_id: str) -> Check:
@@ -46,30 +57,72 @@ def make_check(ch2: Assignment, ctx: Context, full_id: str) -> Check:
     return build(exercise_id, spec, ctx)
 
 
-def request_ids(check: Check) -> list[str]:
-    ids = [r.id for r in check.requests()]
-    assert len(ids) == len(set(ids))
-    return ids
+def programs(check: Check) -> list[ProgramCalls]:
+    found = []
+    for value in vars(check).values():
+        if isinstance(value, ProgramCalls):
+            found.append(value)
+        elif isinstance(value, StudentCalls) and value.program is not None:
+            found.append(value.program)
+    return found
 
 
-def values(request_id: str, items: list[Any], op: str = "call") -> Observation:
-    return Observation(id=request_id, status="ok", result=ValuesResult(op=op, values=[to_wire(v) for v in items]))
+def _leaves(answer: Any) -> list[Any]:
+    return [np.asarray(a) for a in answer] if isinstance(answer, (tuple, list)) else [np.asarray(answer)]
 
 
-def missing(request_id: str, name: str) -> Observation:
-    return Observation(id=request_id, status="missing", detail=name)
+def _tree(answer: Any) -> str:
+    if isinstance(answer, (tuple, list)):
+        return "PyTreeDef((" + ", ".join("*" for _ in answer) + ("," if len(answer) == 1 else "") + "))"
+    return "PyTreeDef(*)"
 
 
-def raised(request_id: str, ename: str = "TypeError", evalue: str = "bad operand") -> Observation:
-    return Observation(id=request_id, status="raised", raised=Raised(ename=ename, evalue=evalue))
+def observed(check: Check, kernel: Callable[[Request], Observation] | None = None, *,
+             answers: list[Any] | None = None, ops: tuple[str, ...] = ("while", "case", "add"),
+             inputs: int | None = None, export: Callable[[ExportRequest], Observation] | None = None,
+             run: RunOutcome | None = None, out_tree: str | None = None, jitted: bool = True) -> Seen:
+    """The Seen of a check: `kernel` answers its kernel requests (exports too, unless `export`
+    or `answers` say otherwise); module runs return `answers` or `run`."""
+    seen = Seen()
+    module_exports = {e.id for program in programs(check) for e in program.exports}
+    for request in check.requests():
+        if request.id in module_exports and export is not None:
+            seen.observations[request.id] = export(request)  # type: ignore[arg-type]
+        elif request.id in module_exports and (answers is not None or run is not None or kernel is None):
+            tree = out_tree or (_tree(answers[0]) if answers else "PyTreeDef(*)")
+            seen.observations[request.id] = Observation(id=request.id, status="ok", result=ExportResult(
+                module="AA==", direct=jitted, jitted=jitted, out_tree=tree, fun_name="f"))
+        elif kernel is not None:
+            seen.observations[request.id] = kernel(request)
+    for program in programs(check):
+        per_run: dict[str, list] = {}
+        for (export_id, _), answer in zip(program._where, answers or []):
+            per_run.setdefault(export_id, []).append(_leaves(answer))
+        for export_id, module_run in program._runs.items():
+            facts = ModuleFacts(ops=list(ops), custom_calls=[],
+                                inputs=len(module_run.export.args) if inputs is None else inputs)
+            seen.runs[id(module_run)] = run or RunOutcome(status="ok", facts=facts, values=per_run.get(export_id, []))
+    return seen
 
 
-def timed_out(request_id: str) -> Observation:
-    return Observation(id=request_id, status="timeout", detail="still running after 30 s")
+def values(request: Request, items: list[Any], op: str = "call") -> Observation:
+    return Observation(id=request.id, status="ok", result=ValuesResult(op=op, values=[to_wire(v) for v in items]))
 
 
-def crashed(request_id: str) -> Observation:
-    return Observation(id=request_id, status="crashed", detail="the Python kernel died during this check")
+def missing(name: str) -> Callable[[Request], Observation]:
+    return lambda r: Observation(id=r.id, status="missing", detail=name)
+
+
+def raised(ename: str = "TypeError", evalue: str = "bad operand") -> Callable[[Request], Observation]:
+    return lambda r: Observation(id=r.id, status="raised", raised=Raised(ename=ename, evalue=evalue))
+
+
+def timed_out(r: Request) -> Observation:
+    return Observation(id=r.id, status="timeout", detail="still running after 30 s")
+
+
+def crashed(r: Request) -> Observation:
+    return Observation(id=r.id, status="crashed", detail="the Python kernel died during this check")
 
 
 def reference_values(check: Check, reference) -> list[Any]:
@@ -84,7 +137,7 @@ def assert_failed(outcome: CheckOutcome, *fragments: str) -> None:
 
 # ----------------------------------------------------------------------------- not available (any kind)
 
-ONE_REQUEST_CHECKS = {
+ONE_FUNCTION_CHECKS = {
     "tax.switch_visible": "`tax_switch`",
     "tax.switch_uses_cond": "`tax_switch`",
     "newton.compiles_once": "`newton_sqrt`",
@@ -93,46 +146,89 @@ ONE_REQUEST_CHECKS = {
 }
 
 
-@pytest.mark.parametrize("full_id", list(ONE_REQUEST_CHECKS))
+@pytest.mark.parametrize("full_id", list(ONE_FUNCTION_CHECKS))
 def test_missing_name_is_not_answered_yet(ch2, ctx, full_id) -> None:
     check = make_check(ch2, ctx, full_id)
-    name = ONE_REQUEST_CHECKS[full_id].strip("`")
-    outcome = check.judge({rid: missing(rid, name) for rid in request_ids(check)})
+    name = ONE_FUNCTION_CHECKS[full_id].strip("`")
+    outcome = check.judge(observed(check, missing(name), export=missing(name)))
     assert outcome.status == "failed"
     assert outcome.message == f"Not answered yet: `{name}` is not defined."
 
 
-@pytest.mark.parametrize("full_id", list(ONE_REQUEST_CHECKS))
+@pytest.mark.parametrize("full_id", list(ONE_FUNCTION_CHECKS))
 def test_raised_is_an_error_that_names_the_exception(ch2, ctx, full_id) -> None:
     check = make_check(ch2, ctx, full_id)
-    outcome = check.judge({rid: raised(rid) for rid in request_ids(check)})
-    assert outcome.status == "error"
-    assert "TypeError: bad operand" in outcome.message
-    assert ONE_REQUEST_CHECKS[full_id] in outcome.message
+    outcome = check.judge(observed(check, raised(), export=raised()))
+    # a compile limit fails instead: tracing with every argument abstract raises for a static one
+    assert outcome.status == ("failed" if full_id == "newton.compiles_once" else "error")
+    assert "TypeError" in outcome.message and "bad operand" in outcome.message
+    assert ONE_FUNCTION_CHECKS[full_id] in outcome.message
     assert outcome.message.startswith(check.spec.message)
 
 
-@pytest.mark.parametrize("full_id", list(ONE_REQUEST_CHECKS))
+@pytest.mark.parametrize("full_id", list(ONE_FUNCTION_CHECKS))
 def test_timeout_is_a_timeout(ch2, ctx, full_id) -> None:
     check = make_check(ch2, ctx, full_id)
-    outcome = check.judge({rid: timed_out(rid) for rid in request_ids(check)})
+    outcome = check.judge(observed(check, timed_out, export=timed_out))
     assert outcome.status == "timeout"
     assert "did not finish" in outcome.message and "30 s" in outcome.message
 
 
-@pytest.mark.parametrize("full_id", list(ONE_REQUEST_CHECKS))
+@pytest.mark.parametrize("full_id", list(ONE_FUNCTION_CHECKS))
 def test_crash_is_an_error(ch2, ctx, full_id) -> None:
     check = make_check(ch2, ctx, full_id)
-    outcome = check.judge({rid: crashed(rid) for rid in request_ids(check)})
+    outcome = check.judge(observed(check, crashed, export=crashed))
     assert outcome.status == "error"
     assert "kernel died" in outcome.message
 
 
-@pytest.mark.parametrize("full_id", list(ONE_REQUEST_CHECKS))
+@pytest.mark.parametrize("full_id", list(ONE_FUNCTION_CHECKS))
 def test_no_observation_at_all_is_an_error_not_a_pass(ch2, ctx, full_id) -> None:
-    outcome = make_check(ch2, ctx, full_id).judge({})
+    outcome = make_check(ch2, ctx, full_id).judge(Seen())
     assert outcome.status == "error"
     assert "no answer" in outcome.message
+
+
+MODULE_CHECKS = ["tax.switch_visible", "tax.switch_uses_cond", "newton.returns_pair", "newton.iterations",
+                 "training.fori_agrees", "newton.compiles_once"]
+
+
+@pytest.mark.parametrize("full_id", MODULE_CHECKS)
+def test_what_the_verifier_did_not_run_is_never_a_pass(ch2, ctx, full_id) -> None:
+    """A module the verifier refused, that timed out, crashed it, or was never run."""
+    check = make_check(ch2, ctx, full_id)
+    lookup_ok = lambda r: lookup(r) if r.op == "lookup" else compiles(r, 1)  # noqa: E731
+    for status, word in [("refused", "cannot be run"), ("timeout", "did not finish"), ("crashed", "failed"),
+                         ("error", "failed")]:
+        outcome = check.judge(observed(check, lookup_ok, run=RunOutcome(status=status, detail="why")))
+        assert outcome.status in ("error", "timeout"), (status, outcome)
+        assert word in outcome.message and "why" in outcome.message
+    seen = observed(check, lookup_ok, answers=[])
+    seen.runs.clear()
+    assert check.judge(seen).status == "error"
+
+
+def test_hidden_inputs_never_go_to_the_kernel(ch2, ctx) -> None:
+    """The kernel is asked for exports with abstract arguments only; values go to the verifier."""
+    check = make_check(ch2, ctx, "tax.switch_hidden")
+    (request,) = check.requests()
+    assert isinstance(request, ExportRequest)
+    assert {a.t for a in request.args} == {"abstract"} and request.fallback == {}
+    drawn = {float(c.args[0]) for c in check.cases}
+    assert not any(str(v) in request.model_dump_json() for v in drawn)
+    (run,) = check.runs()
+    assert {float(call[0].data) for call in run.inputs} == drawn
+
+
+def test_code_jax_cannot_trace_gets_a_verdict_that_teaches(ch2, ctx) -> None:
+    check = make_check(ch2, ctx, "newton.visible")
+    export = lambda r: Observation(id=r.id, status="raised", raised=Raised(  # noqa: E731
+        ename="TracerBoolConversionError", evalue="Attempted boolean conversion", line=7))
+    outcome = check.judge(observed(check, export=export))
+    assert outcome.status == "error"
+    assert "`newton_sqrt` could not be traced by jax.jit: TracerBoolConversionError at line 7 of its cell" \
+        in outcome.message
+    assert "lax.while_loop" in outcome.message
 
 
 # ----------------------------------------------------------------------------- numeric
@@ -140,55 +236,53 @@ def test_no_observation_at_all_is_an_error_not_a_pass(ch2, ctx, full_id) -> None
 
 def test_numeric_passes_on_reference_values(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.switch_visible")
-    (rid,) = request_ids(check)
     expected = reference_values(check, ch2.references.tax)
-    outcome = check.judge({rid: values(rid, [np.float32(v) for v in expected])})
+    outcome = check.judge(observed(check, answers=[np.float32(v) for v in expected]))
     assert outcome == CheckOutcome(status="passed")
 
 
 def test_numeric_tolerates_float32_rounding_within_atol(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.switch_visible")
-    (rid,) = request_ids(check)
     expected = reference_values(check, ch2.references.tax)
-    assert check.judge({rid: values(rid, [np.float32(v) + np.float32(0.005) for v in expected])}).status == "passed"
+    assert check.judge(observed(check, answers=[np.float32(v) + np.float32(0.005) for v in expected])).status == "passed"
 
 
 def test_numeric_fails_on_a_wrong_value_and_says_which_call(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.switch_visible")
-    (rid,) = request_ids(check)
     got = reference_values(check, ch2.references.tax)
     got[7] = got[7] + 100.0  # income 55555
-    outcome = check.judge({rid: values(rid, [np.float32(v) for v in got])})
+    outcome = check.judge(observed(check, answers=[np.float32(v) for v in got]))
     assert_failed(outcome, check.spec.message, "tax_switch(55555.0)", "expected 6111")
 
 
 def test_numeric_fails_on_wrong_shape(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.vectorized_keeps_shape")
-    (rid,) = request_ids(check)
     right = [np.asarray(v, np.float32) for v in reference_values(check, ch2.references.tax)]
-    assert check.judge({rid: values(rid, right)}).status == "passed"
+    assert check.judge(observed(check, answers=right)).status == "passed"
     flattened = [v.ravel() for v in right]
-    assert_failed(check.judge({rid: values(rid, flattened)}), "returned shape (12,), expected shape (3, 4)")
+    assert_failed(check.judge(observed(check, answers=flattened)), "returned shape (12,), expected shape (3, 4)")
 
 
-def test_numeric_fails_on_a_non_array(ch2, ctx) -> None:
-    check = make_check(ch2, ctx, "tax.vectorized_visible")
-    (rid,) = request_ids(check)
-    opaque = Observation(id=rid, status="ok", result=ValuesResult(
+def test_numeric_from_the_kernel_fails_on_a_non_array(ch2) -> None:
+    """source = "kernel": the values the kernel reports (here, a string)."""
+    spec = next(c for e in ch2.spec.exercises if e.id == "tax" for c in e.checks if c.id == "vectorized_visible")
+    check = build("tax", spec.model_copy(update={"source": "kernel"}), Context(assignment=ch2, seed=SEED))
+    opaque = lambda r: Observation(id=r.id, status="ok", result=ValuesResult(  # noqa: E731
         op="call", values=[OpaqueValue(type="str", repr="'lots of tax'")]))
-    assert_failed(check.judge({rid: opaque}), "returned a str ('lots of tax')")
+    assert_failed(check.judge(observed(check, opaque)), "returned a str ('lots of tax')")
+    short = lambda r: values(r, [])  # noqa: E731 - a tampered probe answering no call at all
+    assert check.judge(observed(check, short)).status == "error"
 
 
 def test_numeric_hidden_check_passes_and_fails_on_its_drawn_inputs(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.switch_hidden")
     assert check.spec.hidden and len(check.cases) > 12
-    (rid,) = request_ids(check)
     expected = reference_values(check, ch2.references.tax)
-    assert check.judge({rid: values(rid, [np.float32(v) for v in expected])}).status == "passed"
+    assert check.judge(observed(check, answers=[np.float32(v) for v in expected])).status == "passed"
     # right only on the notebook's 12 visible incomes: a hard-coded table fails the hidden inputs
     visible = set(ch2.references.VISIBLE_INCOMES)
     hard_coded = [np.float32(e if float(c.args[0]) in visible else 0.0) for c, e in zip(check.cases, expected)]
-    assert check.judge({rid: values(rid, hard_coded)}).status == "failed"
+    assert check.judge(observed(check, answers=hard_coded)).status == "failed"
 
 
 def test_numeric_hidden_inputs_depend_on_the_seed(ch2) -> None:
@@ -202,44 +296,45 @@ def test_numeric_hidden_inputs_depend_on_the_seed(ch2) -> None:
 
 def test_numeric_output_selects_one_item(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.visible")
-    (rid,) = request_ids(check)
     pairs = [(np.float32(np.sqrt(c.args[0])), np.int32(5)) for c in check.cases]
-    assert check.judge({rid: values(rid, pairs)}).status == "passed"
+    assert check.judge(observed(check, answers=pairs)).status == "passed"
     wrong = [(np.float32(c.args[0] / 2), np.int32(5)) for c in check.cases]
-    assert_failed(check.judge({rid: values(rid, wrong)}), "newton_sqrt(0.01, 1e-06)")
+    assert_failed(check.judge(observed(check, answers=wrong)), "newton_sqrt(0.01, 1e-06)")
     not_a_pair = [np.float32(np.sqrt(c.args[0])) for c in check.cases]
-    assert_failed(check.judge({rid: values(rid, not_a_pair)}), "has no item 0")
+    assert_failed(check.judge(observed(check, answers=not_a_pair)), "has no item 0")
 
 
-def test_numeric_against_compares_two_student_functions(ch2, ctx) -> None:
+def test_numeric_compares_with_the_reference_never_another_student_function(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "training.fori_agrees")
-    actual, against = request_ids(check)
-    assert actual.endswith("/actual") and against.endswith("/against")
-    results = [(np.float32(0.5 + i), np.float32(-1.0)) for i in range(len(check.cases))]
-    assert check.judge({actual: values(actual, results), against: values(against, results)}).status == "passed"
-    shifted = [(w + np.float32(0.01), b) for w, b in results]
-    assert_failed(check.judge({actual: values(actual, results), against: values(against, shifted)}), "item 0")
-    # the function it is compared with is not defined: not answered yet, not a pass
-    outcome = check.judge({actual: values(actual, results), against: missing(against, "train_python_loop")})
-    assert outcome.message == "Not answered yet: `train_python_loop` is not defined."
+    assert {r.target for r in check.requests()} == {"train_fori"}
+    truth = reference_values(check, ch2.references.train)
+    assert check.judge(observed(check, answers=[(np.float32(w), np.float32(b)) for w, b in truth])).status == "passed"
+    shifted = [(np.float32(w + 0.01), np.float32(b)) for w, b in truth]
+    assert_failed(check.judge(observed(check, answers=shifted)), "item 0")
 
 
 def test_numeric_generator_expected_values(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "training.fori_learns")
-    (rid,) = request_ids(check)
     truth = [c.expected for c in check.cases]
     near = [(np.float32(w + 0.03), np.float32(b - 0.03)) for w, b in truth]
-    assert check.judge({rid: values(rid, near)}).status == "passed"
+    assert check.judge(observed(check, answers=near)).status == "passed"
     far = [(np.float32(w + 0.2), np.float32(b)) for w, b in truth]
-    assert_failed(check.judge({rid: values(rid, far)}), "item 0")
+    assert_failed(check.judge(observed(check, answers=far)), "item 0")
 
 
-def test_numeric_under_jit_says_so(ch2, ctx) -> None:
-    check = make_check(ch2, ctx, "tax.vectorized_under_jit")
-    (request,) = check.requests()
-    assert request.jit is True
-    outcome = check.judge({request.id: raised(request.id, "TracerBoolConversionError", "Attempted boolean conversion")})
-    assert outcome.status == "error" and "under jax.jit" in outcome.message
+def test_public_arguments_may_be_baked_hidden_ones_never(ch2, ctx) -> None:
+    """A Python loop's num_steps (public) is offered to be baked in; the data (hidden) is not."""
+    check = make_check(ch2, ctx, "training.python_loop")
+    for request in check.requests():
+        assert sorted(request.fallback) == [4, 5]
+        assert all(a.t == "abstract" for a in request.args)
+
+
+def test_a_dict_where_values_are_expected_is_named(ch2, ctx) -> None:
+    check = make_check(ch2, ctx, "newton.visible")
+    answers = [(np.float32(1.0), np.int32(5)) for _ in check.cases]
+    outcome = check.judge(observed(check, answers=answers, out_tree="PyTreeDef({'k': *, 'root': *})"))
+    assert_failed(outcome, "dict")
 
 
 # ----------------------------------------------------------------------------- mismatch
@@ -343,81 +438,95 @@ def test_accepts_positional_only() -> None:
     assert accepts(ps, 1) and accepts(ps, 2) and not accepts(ps, 0) and not accepts(ps, 3)
 
 
-def lookup(request_id: str, *, callable_: bool = True, jitted: bool = True, parameters=None,
-           type_name: str = "PjitFunction") -> Observation:
-    return Observation(id=request_id, status="ok", result=LookupResult(
-        type_name=type_name, is_callable=callable_, is_jitted=jitted,
+def lookup(request: Request, *, callable_: bool = True, parameters=None, type_name: str = "PjitFunction") -> Observation:
+    return Observation(id=request.id, status="ok", result=LookupResult(
+        type_name=type_name, is_callable=callable_, is_jitted=True,
         parameters=params("a", "tol") if parameters is None else parameters))
 
 
-def test_interface_jitted_passes(ch2, ctx) -> None:
-    check = make_check(ch2, ctx, "newton.jitted")
-    (rid,) = request_ids(check)
-    assert check.judge({rid: lookup(rid)}).status == "passed"
+def exported(request: Request, *, jitted: bool = True, refused: str | None = None) -> Observation:
+    return Observation(id=request.id, status="ok", result=ExportResult(
+        module="AA==", direct=jitted, jitted=jitted, out_tree="PyTreeDef((*, *))", fun_name="newton_sqrt",
+        jit_refused=refused))
 
 
-def test_interface_not_jitted(ch2, ctx) -> None:
+def test_interface_jitted_is_what_jax_export_accepts(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.jitted")
-    (rid,) = request_ids(check)
-    assert_failed(check.judge({rid: lookup(rid, jitted=False, type_name="function")}), "not wrapped in jax.jit")
+    assert check.judge(observed(check, lookup, export=exported)).status == "passed"
+    refused = "Function to be exported must be the result of `jit` but is: <function newton_sqrt>"
+    outcome = check.judge(observed(check, lookup, export=lambda r: exported(r, jitted=False, refused=refused)))
+    assert_failed(outcome, "is not a jax.jit function", "must be the result of `jit`")
+
+
+def test_interface_jitted_is_not_an_attribute(ch2, ctx) -> None:
+    """`f.lower = some_jitted.lower` made `hasattr(f, "lower")` true; the lookup no longer decides."""
+    check = make_check(ch2, ctx, "newton.jitted")
+    look = lambda r: lookup(r, type_name="function")  # noqa: E731
+    assert check.judge(observed(check, look, export=lambda r: exported(r, jitted=False))).status == "failed"
 
 
 def test_interface_not_callable(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.jitted")
-    (rid,) = request_ids(check)
-    outcome = check.judge({rid: lookup(rid, callable_=False, jitted=False, type_name="float", parameters=[])})
-    assert_failed(outcome, "`newton_sqrt` is a float, not a function")
+    look = lambda r: lookup(r, callable_=False, type_name="float", parameters=[])  # noqa: E731
+    assert_failed(check.judge(observed(check, look, export=exported)), "`newton_sqrt` is a float, not a function")
 
 
 def test_interface_wrong_arity(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.jitted")
-    (rid,) = request_ids(check)
-    assert_failed(check.judge({rid: lookup(rid, parameters=params("a"))}),
+    look = lambda r: lookup(r, parameters=params("a"))  # noqa: E731
+    assert_failed(check.judge(observed(check, look, export=exported)),
                   "`newton_sqrt(a)` cannot be called with 2 positional arguments")
 
 
 def test_interface_unknown_signature_is_not_held_against_the_student(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.jitted")
-    (rid,) = request_ids(check)
-    obs = Observation(id=rid, status="ok", result=LookupResult(
+    look = lambda r: Observation(id=r.id, status="ok", result=LookupResult(  # noqa: E731
         type_name="PjitFunction", is_callable=True, is_jitted=True, parameters=None))
-    assert check.judge({rid: obs}).status == "passed"
+    assert check.judge(observed(check, look, export=exported)).status == "passed"
 
 
 def test_interface_returns_pair(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.returns_pair")
-    look, ret = request_ids(check)
-    assert look.endswith("/lookup") and ret.endswith("/returns")
-    good = values(ret, [(np.float32(1.4142135), np.int32(5))])
-    assert check.judge({look: lookup(look), ret: good}).status == "passed"
-    single = values(ret, [np.float32(1.4142135)])
-    assert_failed(check.judge({look: lookup(look), ret: single}), "returned 1.41421", "not a tuple of 2 values")
-    float_count = values(ret, [(np.float32(1.4142135), np.float32(5.0))])
-    assert_failed(check.judge({look: lookup(look), ret: float_count}), "item 1", "should be a scalar int",
-                  "dtype float32")
-    vector_root = values(ret, [(np.ones(2, np.float32), np.int32(5))])
-    assert_failed(check.judge({look: lookup(look), ret: vector_root}), "item 0", "scalar float", "shape (2,)")
+    good = observed(check, lookup, answers=[(np.float32(1.4142135), np.int32(5))])
+    assert check.judge(good).status == "passed"
+    single = observed(check, lookup, answers=[np.float32(1.4142135)])
+    assert_failed(check.judge(single), "returned 1.41421", "not a tuple of 2 values")
+    float_count = observed(check, lookup, answers=[(np.float32(1.4142135), np.float32(5.0))])
+    assert_failed(check.judge(float_count), "item 1", "should be a scalar int", "dtype float32")
+    vector_root = observed(check, lookup, answers=[(np.ones(2, np.float32), np.int32(5))])
+    assert_failed(check.judge(vector_root), "item 0", "scalar float", "shape (2,)")
+    as_dict = observed(check, lookup, answers=[(np.float32(1.0), np.int32(5))],
+                       out_tree="PyTreeDef({'iterations': *, 'root': *})")
+    assert_failed(check.judge(as_dict), "dict", "not a tuple of 2 values")
 
 
-def test_interface_returns_when_the_call_raises(ch2, ctx) -> None:
+def test_interface_returns_when_tracing_raises(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.returns_pair")
-    look, ret = request_ids(check)
-    outcome = check.judge({look: lookup(look), ret: raised(ret, "ZeroDivisionError", "division by zero")})
-    assert outcome.status == "error" and "ZeroDivisionError: division by zero" in outcome.message
+    outcome = check.judge(observed(check, lookup, export=raised("ZeroDivisionError", "division by zero")))
+    assert outcome.status == "error" and "ZeroDivisionError" in outcome.message and "division by zero" in outcome.message
 
 
 # ----------------------------------------------------------------------------- structure
 
 
-def trace(request_id: str, *primitives: str) -> Observation:
-    return Observation(id=request_id, status="ok", result=TraceResult(primitives=sorted(primitives)))
+def trace(request: Request, *primitives: str) -> Observation:
+    return Observation(id=request.id, status="ok", result=TraceResult(primitives=sorted(primitives)))
 
 
-def test_structure_contains(ch2, ctx) -> None:
+def test_structure_reads_the_exported_program(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.switch_uses_cond")
-    (rid,) = request_ids(check)
-    assert check.judge({rid: trace(rid, "add", "cond", "mul")}).status == "passed"
-    assert_failed(check.judge({rid: trace(rid, "add", "select_n")}), "its jaxpr has no cond", "(it has: add, select_n)")
+    assert check.judge(observed(check, ops=("add", "case", "multiply"))).status == "passed"
+    assert_failed(check.judge(observed(check, ops=("add", "select"))), "its exported program has no case",
+                  "(it has: add, select)")
+
+
+def test_structure_judges_the_program_whose_values_are_judged(ch2, ctx) -> None:
+    """The structure check exports tax_switch for the same signature as the value checks (a
+    float32 scalar): one module, so a function that takes its lax.switch branch only for another
+    signature (a weakly typed 1.0) shows its jnp.select program to both."""
+    structure = make_check(ch2, ctx, "tax.switch_uses_cond")
+    values_check = make_check(ch2, ctx, "tax.switch_hidden")
+    assert {r.id for r in structure.requests()} <= {r.id for r in values_check.requests()}
 
 
 def test_structure_lowered_wording(ctx) -> None:
@@ -425,53 +534,51 @@ def test_structure_lowered_wording(ctx) -> None:
                           function="f", representation="lowered", contains=["while"],
                           cases={"rows": [[1.0]], "types": ["py"]})
     check = build("extra", spec, ctx)
-    (rid,) = request_ids(check)
-    assert check.judge({rid: trace(rid, "while", "add")}).status == "passed"
-    assert_failed(check.judge({rid: trace(rid, "add")}), "its lowered StableHLO has no while")
+    assert check.judge(observed(check, lambda r: trace(r, "while", "add"))).status == "passed"
+    assert_failed(check.judge(observed(check, lambda r: trace(r, "add"))), "its lowered StableHLO has no while")
 
 
-def test_training_loop_structure_is_judged_on_the_jaxpr(ch2, ctx) -> None:
-    """Lowered text cannot tell a static fori_loop (scan, lowered to while) from a traced one."""
-    check = make_check(ch2, ctx, "training.fori_uses_while")
-    (rid,) = request_ids(check)
-    assert check.judge({rid: trace(rid, "while", "add")}).status == "passed"
-    assert_failed(check.judge({rid: trace(rid, "scan", "add")}), "its jaxpr has no while")
-
-
-def test_structure_absent(ch2, ctx) -> None:
+def test_structure_absent(ctx) -> None:
     spec = StructureCheck(id="no_loops", title="no loops", points=1, message="do not loop", function="f",
-                          representation="jaxpr", absent=["while", "scan"],
-                          cases={"rows": [[1.0]], "types": ["py"]})
+                          absent=["while"], cases={"rows": [[1.0]], "types": ["py"]})
     check = build("extra", spec, ctx)
-    (rid,) = request_ids(check)
-    assert check.judge({rid: trace(rid, "add")}).status == "passed"
-    assert_failed(check.judge({rid: trace(rid, "add", "scan")}), "do not loop", "its jaxpr contains scan")
+    assert check.judge(observed(check, ops=("add",))).status == "passed"
+    assert_failed(check.judge(observed(check, ops=("add", "while"))), "do not loop",
+                  "its exported program contains while")
 
 
 # ----------------------------------------------------------------------------- compile limit
 
 
-def compiles(request_id: str, n: int) -> Observation:
-    return Observation(id=request_id, status="ok",
+def compiles(request: Request, n: int) -> Observation:
+    return Observation(id=request.id, status="ok",
                        result=CompileCountResult(compiles=n, names=["jit(newton_sqrt)"] * n))
 
 
-def test_compile_limit(ch2, ctx) -> None:
+def test_compile_limit_needs_the_module_s_evidence_and_the_count(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.compiles_once")
-    (rid,) = request_ids(check)
-    assert check.judge({rid: compiles(rid, 1)}).status == "passed"
-    assert check.judge({rid: compiles(rid, 0)}).status == "passed"
-    assert_failed(check.judge({rid: compiles(rid, 3)}), "compiled 3 times over 3 calls (at most 1 allowed)")
+    once = lambda r: compiles(r, 1)  # noqa: E731
+    assert check.judge(observed(check, once, answers=[])).status == "passed"
+    # a static tol: its program takes only a, so each tol compiles again, whatever the kernel says
+    assert_failed(check.judge(observed(check, once, answers=[], inputs=1)), "takes 1 of its 2 arguments")
+    # tracing with tol abstract fails: tol is static
+    static = lambda r: compiles(r, 0) if r.op == "compile_count" else Observation(  # noqa: E731
+        id=r.id, status="raised", raised=Raised(ename="TypeError", evalue="'>=' not supported"))
+    assert_failed(check.judge(observed(check, static)), "with every argument traced")
+    # the module is fine, but the kernel saw a fresh jit compile on every call
+    assert_failed(check.judge(observed(check, lambda r: compiles(r, 3), answers=[])),
+                  "compiled 3 times over 3 calls (at most 1 allowed)")
 
 
 def test_compile_limit_sends_the_whole_call_sequence(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "training.fori_compiles_once")
-    (request,) = check.requests()
+    (request,) = [r for r in check.requests() if r.op == "compile_count"]
     assert request.target == "train_fori" and len(request.calls) == 3
     steps = [c.args[5].v for c in request.calls]
     assert all(type(n) is int for n in steps) and len(set(steps)) == 3  # num_steps varies, as a Python int
     other = make_check(ch2, Context(assignment=ch2, seed=ctx.seed + 1), "training.fori_compiles_once")
-    assert [c.args[5].v for c in other.requests()[0].calls] != steps  # drawn per run: not in the notebook
+    other_steps = [c.args[5].v for r in other.requests() if r.op == "compile_count" for c in r.calls]
+    assert other_steps != steps  # drawn per run: not in the notebook
 
 
 # ----------------------------------------------------------------------------- custom
@@ -482,24 +589,23 @@ def test_custom_detective(ch2, ctx) -> None:
     assert len(truth) == 8
     for call in range(1, 9):
         check = make_check(ch2, ctx, f"detective.call_{call}")
-        (rid,) = request_ids(check)
-        assert check.judge({rid: values(rid, [truth], op="value")}).status == "passed", call
+        assert check.judge(observed(check, lambda r: values(r, [truth], op="value"))).status == "passed", call
         flipped = list(truth)
         flipped[call - 1] = not flipped[call - 1]
-        assert_failed(check.judge({rid: values(rid, [flipped], op="value")}), "you predicted that")
+        assert_failed(check.judge(observed(check, lambda r: values(r, [flipped], op="value"))), "you predicted that")
         others_flipped = [not t for t in truth]
         others_flipped[call - 1] = truth[call - 1]
-        assert check.judge({rid: values(rid, [others_flipped], op="value")}).status == "passed", call
+        assert check.judge(observed(check, lambda r: values(r, [others_flipped], op="value"))).status == "passed"
 
 
 def test_custom_detective_wrong_shape_of_answer(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "detective.call_1")
-    (rid,) = request_ids(check)
-    assert_failed(check.judge({rid: values(rid, [[True] * 7], op="value")}), "list of 8", "(7 items)")
-    assert_failed(check.judge({rid: values(rid, [7], op="value")}), "not a list")
+    assert_failed(check.judge(observed(check, lambda r: values(r, [[True] * 7], op="value"))), "list of 8",
+                  "(7 items)")
+    assert_failed(check.judge(observed(check, lambda r: values(r, [7], op="value"))), "not a list")
     text_first = SeqValue(t="list", items=[OpaqueValue(type="str", repr="'yes'")] + [to_wire(True)] * 7)
-    obs = Observation(id=rid, status="ok", result=ValuesResult(op="value", values=[text_first]))
-    assert_failed(check.judge({rid: obs}), "item 1", "not True/False")
+    obs = lambda r: Observation(id=r.id, status="ok", result=ValuesResult(op="value", values=[text_first]))  # noqa: E731
+    assert_failed(check.judge(observed(check, obs)), "item 1", "not True/False")
 
 
 def _rule_counts(ch2, check) -> list[int]:
@@ -508,35 +614,34 @@ def _rule_counts(ch2, check) -> list[int]:
 
 def test_custom_iterations_follow_the_stopping_rule(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.iterations")
-    (rid,) = request_ids(check)
-    assert rid.endswith("/calls")
     counts = _rule_counts(ch2, check)
     roots = [np.float32(np.sqrt(c.args[0])) for c in check.cases]
     for shift in (-1, 0, 1):  # what correct solutions count differs by one
         answers = [(r, np.int32(k + shift)) for r, k in zip(roots, counts)]
-        assert check.judge({rid: values(rid, answers)}).status == "passed", shift
+        assert check.judge(observed(check, answers=answers)).status == "passed", shift
     # a made-up count that grows as tol shrinks is not the rule's count
     made_up = [(r, np.int32(3 if c.args[1] > 1e-3 else 7)) for r, c in zip(roots, check.cases)]
-    assert_failed(check.judge({rid: values(rid, made_up)}), "reports", "the stopping rule")
+    assert_failed(check.judge(observed(check, answers=made_up)), "reports", "the stopping rule")
     two_off = [(r, np.int32(k + 2)) for r, k in zip(roots, counts)]
-    assert_failed(check.judge({rid: values(rid, two_off)}), f"reports {counts[0] + 2} iterations", f"takes {counts[0]}")
+    assert_failed(check.judge(observed(check, answers=two_off)), f"reports {counts[0] + 2} iterations",
+                  f"takes {counts[0]}")
 
 
 @pytest.mark.parametrize(("count", "fragment"), [
     (np.float32("nan"), "nan"), (np.float32("inf"), "inf"), (np.float32(2.5), "2.5"), ("five", "five"),
 ])
 def test_custom_iterations_odd_counts_get_a_sentence(ch2, ctx, count, fragment) -> None:
-    check = make_check(ch2, ctx, "newton.iterations")
-    (rid,) = request_ids(check)
+    spec = next(c for e in ch2.spec.exercises if e.id == "newton" for c in e.checks if c.id == "iterations")
+    check = build("newton", spec.model_copy(update={"source": "kernel"}), ctx)  # a string needs the kernel
     odd = [(np.float32(1.0), count) for _ in check.cases]
-    assert_failed(check.judge({rid: values(rid, odd)}), "iteration count", "whole number", fragment)
+    assert_failed(check.judge(observed(check, lambda r: values(r, odd))), "iteration count", "whole number", fragment)
 
 
 def test_custom_iterations_a_dict_is_not_a_pair(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.iterations")
-    (rid,) = request_ids(check)
-    as_dict = [{"root": np.float32(1.0), "k": np.int32(5)} for _ in check.cases]
-    assert_failed(check.judge({rid: values(rid, as_dict)}), "expected (root, iterations)")
+    answers = [(np.float32(1.0), np.int32(5)) for _ in check.cases]
+    as_dict = observed(check, answers=answers, out_tree="PyTreeDef({'k': *, 'root': *})")
+    assert_failed(check.judge(as_dict), "expected (root, iterations)")
 
 
 def test_mismatch_compares_dicts_by_key() -> None:
@@ -562,8 +667,7 @@ def test_answer_check(ctx, answers, status, fragment) -> None:
     spec = AnswerCheck(id="q1", title="question 1", points=1, message="question 1 is wrong",
                        name="quiz_answers", key=1, accept=["B"])
     check = build("quiz", spec, ctx)
-    (rid,) = request_ids(check)
-    outcome = check.judge({rid: values(rid, [answers], op="value")})
+    outcome = check.judge(observed(check, lambda r: values(r, [answers], op="value")))
     assert outcome.status == status, outcome
     if fragment:
         assert fragment in outcome.message
@@ -573,8 +677,7 @@ def test_an_answer_of_the_wrong_shape_is_an_error_not_a_crash(ch2, ctx) -> None:
     """Only a tampered probe sends it (a trace result where values were asked): the grader
     reports the check as an error instead of failing an assertion in its own process."""
     check = make_check(ch2, ctx, "tax.switch_visible")
-    (rid,) = request_ids(check)
-    outcome = check.judge({rid: trace(rid, "cond")})
+    outcome = check.judge(observed(check, lambda r: trace(r, "cond"), export=lambda r: trace(r, "cond")))
     assert outcome.status == "error" and "unreadable" in outcome.message
 
 

@@ -5,10 +5,11 @@ A. The program, without any kernel: well-formed as the kernel's checker demands,
    (so aarch64 is tested on an x86_64 machine too); the syscall tables against the kernel headers
    where they are installed.
 B. The program loaded into a forked child of this process (prctl(PR_SET_SECCOMP) through ctypes):
-   refused calls fail with EPERM, ordinary ones work, calls from another ABI are refused.
+   refused calls fail with EPERM, ordinary ones work, calls from another ABI are refused; a shared
+   futex wait returns EAGAIN without sleeping while private futexes, threads and JAX work.
 C. Inside a sandboxed kernel (bubblewrap loads the filter): every refused call fails with EPERM
-   while JAX and ordinary Python work in the same kernel, and two kernels share no key ring and no
-   file lock.
+   while JAX and ordinary Python work in the same kernel, and two kernels share no key ring, no
+   file lock and no futex.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -39,13 +41,14 @@ NATIVE = seccomp.native_arch()
 CELL_TIMEOUT = 60.0
 EPERM, ENOSYS, ALLOW = (seccomp.errno_action(errno.EPERM), seccomp.errno_action(errno.ENOSYS),
                         seccomp.SECCOMP_RET_ALLOW)
+EAGAIN = seccomp.errno_action(errno.EAGAIN)
 
 # Calls every filter must allow: what the kernel, JAX, setpriv (setresuid, setgroups, capset,
-# prctl) and bubblewrap's last steps need.
+# prctl) and bubblewrap's last steps need. (futex is allowed by its op: see the futex tests.)
 ALLOWED = {
     "x86_64": {"read": 0, "write": 1, "openat": 257, "close": 3, "mmap": 9, "mprotect": 10, "munmap": 11,
                "brk": 12, "rt_sigaction": 13, "ioctl": 16, "getpid": 39, "sched_yield": 24, "fork": 57,
-               "vfork": 58, "execve": 59, "exit_group": 231, "wait4": 61, "kill": 62, "futex": 202,
+               "vfork": 58, "execve": 59, "exit_group": 231, "wait4": 61, "kill": 62,
                "setresuid": 117, "setresgid": 119, "setgroups": 116, "capget": 125, "capset": 126,
                "prctl": 157, "arch_prctl": 158, "setsid": 112, "epoll_wait": 232, "getrandom": 318,
                "memfd_create": 319, "seccomp": 317, "rseq": 334, "pidfd_open": 434, "close_range": 436,
@@ -53,7 +56,7 @@ ALLOWED = {
     "aarch64": {"read": 63, "write": 64, "openat": 56, "close": 57, "mmap": 222, "mprotect": 226,
                 "munmap": 215, "brk": 214, "rt_sigaction": 134, "ioctl": 29, "getpid": 172,
                 "sched_yield": 124, "execve": 221, "exit_group": 94, "wait4": 260, "kill": 129,
-                "futex": 98, "setresuid": 147, "setresgid": 149, "setgroups": 159, "capget": 90,
+                "setresuid": 147, "setresgid": 149, "setgroups": 159, "capget": 90,
                 "capset": 91, "prctl": 167, "setsid": 157, "epoll_pwait": 22, "getrandom": 278,
                 "memfd_create": 279, "seccomp": 277, "rseq": 293, "pidfd_open": 434,
                 "close_range": 436, "mbind": 235, "set_robust_list": 99, "prlimit64": 261,
@@ -113,7 +116,7 @@ def test_the_program_is_well_formed(arch: str) -> None:
         if op & 0x07 == seccomp.BPF_JMP:
             assert index + 1 + max(jt, jf) < len(insns)
         if op == seccomp.BPF_RET | seccomp.BPF_K:
-            assert k in (ALLOW, EPERM, ENOSYS)
+            assert k in (ALLOW, EPERM, ENOSYS, EAGAIN)
     assert seccomp.program(arch) == code  # deterministic
 
 
@@ -148,10 +151,11 @@ def test_every_listed_call_is_refused_and_everything_else_allowed(arch: str) -> 
     code, arch_id, numbers = seccomp.program(arch), seccomp.AUDIT_ARCH[arch], seccomp.numbers(arch)
     refused = {numbers[name] for name in seccomp.DENIED if name in numbers}
     checked = {numbers[name] for name in seccomp.CHECKED}
+    enosys = {numbers[name] for name in seccomp.ENOSYS_CALLS}
     for nr in range(600):  # every number the arch has, and then some
         verdict = run_filter(code, arch_id, nr)
-        if nr == numbers["clone3"]:
-            assert verdict == ENOSYS  # so that glibc falls back to clone, whose flags are checked
+        if nr in enosys:
+            assert verdict == ENOSYS  # clone3: glibc falls back to clone; futex_waitv: flags in memory
         elif nr in refused:
             assert verdict == EPERM, nr
         elif nr not in checked:
@@ -234,6 +238,49 @@ def test_vsock_and_page_cache_probes_are_refused(arch: str) -> None:
     assert decide(arch, "cachestat", 3, 0, 0, 0) == EPERM
 
 
+FUTEX_COMMANDS = range(14)  # FUTEX_WAIT (0) ... FUTEX_LOCK_PI2 (13)
+ADDRESS = 0x7F0000001000
+
+
+def test_a_private_futex_is_allowed_whatever_its_command(arch: str) -> None:
+    for cmd in FUTEX_COMMANDS:
+        for op in (cmd | 128, cmd | 128 | 256, cmd | 128 | 1 << 32):  # FUTEX_PRIVATE_FLAG (+ CLOCK_REALTIME)
+            assert decide(arch, "futex", ADDRESS, op, 0, 0, 0, 0) == ALLOW, hex(op)
+    assert decide(arch, "futex", ADDRESS, 0xFFFFFFFF, 0) == ALLOW  # the kernel's own ENOSYS
+
+
+def test_a_shared_futex_only_wakes_and_a_shared_wait_never_sleeps(arch: str) -> None:
+    """Without FUTEX_PRIVATE_FLAG a futex on a file page is keyed by the inode: a wait answers
+    EAGAIN at once (glibc and libstdc++ read the word again: they spin), a wake is allowed (nobody
+    can be waiting), anything else is refused."""
+    waits = (0, 9, 9 | 256, 11, 11 | 256)  # FUTEX_WAIT, _WAIT_BITSET (+ CLOCK_REALTIME), _WAIT_REQUEUE_PI
+    wakes = (1, 10, 3, 4, 5)  # FUTEX_WAKE, _WAKE_BITSET, _REQUEUE, _CMP_REQUEUE, _WAKE_OP
+    for op in waits:
+        assert decide(arch, "futex", ADDRESS, op, 7, 0, 0, 0xFFFFFFFF) == EAGAIN, op
+        assert decide(arch, "futex", ADDRESS, op | 1 << 32, 7) == EAGAIN, op  # the kernel reads an int
+        assert decide(arch, "futex", ADDRESS, op | 128 << 32, 7) == EAGAIN, op  # no private flag there
+    for op in wakes:
+        assert decide(arch, "futex", ADDRESS, op, 1000, 0, 0, 0) == ALLOW, op
+    refused = set(FUTEX_COMMANDS) - set(waits) - set(wakes)  # FUTEX_FD, the PI commands
+    assert refused == {2, 6, 7, 8, 12, 13}
+    for op in (*refused, 256, 1 | 256, 13 | 256, 0x200, 0xFFFFFF7F):
+        assert decide(arch, "futex", ADDRESS, op, 0, 0, 0, 0) == EPERM, hex(op)
+
+
+def test_futex2_needs_the_private_flag_and_futex_waitv_and_requeue_answer_enosys(arch: str) -> None:
+    u32 = 0x02  # FUTEX2_SIZE_U32
+    for flags in (u32 | 128, u32 | 128 | 1 << 32, 128, 0x83):
+        assert decide(arch, "futex_wake", ADDRESS, 0xFFFFFFFF, 1, flags) == ALLOW, hex(flags)
+        assert decide(arch, "futex_wait", ADDRESS, 7, 0xFFFFFFFF, flags, 0, 1) == ALLOW, hex(flags)
+    for flags in (u32, 0, 0x03, 128 << 32 | u32, 0xFFFFFF7F):
+        assert decide(arch, "futex_wake", ADDRESS, 0xFFFFFFFF, 1, flags) == EPERM, hex(flags)
+        assert decide(arch, "futex_wait", ADDRESS, 7, 0xFFFFFFFF, flags, 0, 1) == EPERM, hex(flags)
+    assert decide(arch, "futex_wake", ADDRESS, 0xFFFFFFFF, 128, u32) == EPERM  # the flags are args[3]
+    for args in ((ADDRESS, 1, 0, 0, 1), (ADDRESS, 1, 128, 0, 1), (0, 0, 0, 0, 0)):
+        assert decide(arch, "futex_waitv", *args) == ENOSYS
+        assert decide(arch, "futex_requeue", *args[:4]) == ENOSYS
+
+
 def test_the_filter_file_is_written_once_where_only_root_can_enter(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     if NATIVE is None:
@@ -247,7 +294,7 @@ def test_the_filter_file_is_written_once_where_only_root_can_enter(tmp_path: Pat
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     monkeypatch.setattr(seccomp, "_private_directory", lambda: private)
-    monkeypatch.setattr(seccomp, "_written", None)
+    monkeypatch.setattr(seccomp, "_written", {})
     path = seccomp.filter_file()
     assert path.parent == private and path.read_bytes() == seccomp.program(NATIVE)
     assert stat.S_IMODE(path.stat().st_mode) == 0o400
@@ -398,6 +445,146 @@ def test_loaded_in_a_child_the_filter_refuses_add_key_and_allows_getpid(tmp_path
         assert facts["x32_getpid"] == "EPERM"
         if facts["i386_getpid_before"]:  # the kernel runs i386 calls: the filter refuses them
             assert facts["i386_getpid"] == -errno.EPERM
+
+
+# The same, for futexes: a futex on a page of a read-only file, shared and private, and the
+# threads, pools, locks and JAX compilations that use futexes (some of them shared ones).
+FUTEX_CHILD = r"""
+import concurrent.futures, ctypes, errno, json, multiprocessing, os, queue, sys, threading, time
+from grader import seccomp
+
+arch = seccomp.native_arch()
+nr = seccomp.numbers(arch)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+def call(number, *args):
+    # [the result or the errno name, the seconds it took]
+    start = time.monotonic()
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+    took = round(time.monotonic() - start, 3)
+    return [result if result != -1 else errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()), took]
+
+fd = os.open(sys.argv[1], os.O_RDONLY)
+page = libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED: a page of the page cache
+word = ctypes.c_uint32.from_address(page).value
+anon = ctypes.c_uint32(0)
+relative = Timespec(0, 300_000_000)  # FUTEX_WAIT's timeout is relative: 0.3 s
+T, FUTEX = ctypes.addressof(relative), nr["futex"]
+facts = {"before_shared_wait": call(FUTEX, page, 0, word, T)}  # it sleeps 0.3 s: ETIMEDOUT
+
+code = seccomp.program(arch)
+buffer = ctypes.create_string_buffer(code, len(code))
+fprog = SockFprog(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0):  # NO_NEW_PRIVS, SECCOMP
+    print(json.dumps({"load": errno.errorcode[ctypes.get_errno()]}))
+    sys.exit()
+facts.update({
+    "load": "ok",
+    "shared_wait": call(FUTEX, page, 0, word, T),  # FUTEX_WAIT
+    "shared_wait_bitset": call(FUTEX, page, 9 | 256, word, T, 0, 0xFFFFFFFF),
+    "shared_wake": call(FUTEX, page, 1, 1000),  # FUTEX_WAKE
+    "private_wait": call(FUTEX, page, 0 | 128, word, T),  # it sleeps: ETIMEDOUT
+    "private_wake": call(FUTEX, page, 1 | 128, 1000),
+    "shared_lock_pi": call(FUTEX, ctypes.addressof(anon), 6, 0, 0),  # FUTEX_LOCK_PI
+    "private_lock_pi": call(FUTEX, ctypes.addressof(anon), 6 | 128, 0, 0),
+    "private_unlock_pi": call(FUTEX, ctypes.addressof(anon), 7 | 128, 0, 0),
+    # futex2 (Linux 6.7+: ENOSYS before): the flags are args[3]; FUTEX2_SIZE_U32 = 2
+    "futex2_shared_wake": call(nr["futex_wake"], page, 0xFFFFFFFF, 1, 2),
+    "futex2_private_wake": call(nr["futex_wake"], page, 0xFFFFFFFF, 1, 2 | 128),
+    "futex2_shared_wait": call(nr["futex_wait"], page, word ^ 1, 0xFFFFFFFF, 2, 0, 1),
+    "futex2_private_wait": call(nr["futex_wait"], page, word ^ 1, 0xFFFFFFFF, 2 | 128, 0, 1),
+    "futex_waitv": call(nr["futex_waitv"], 0, 0, 0, 0, 1),  # the kernel: EINVAL
+    "futex_requeue": call(nr["futex_requeue"], 0, 0, 1, 0),
+})
+
+# threads: glibc's pthread_join waits with a shared futex (it spins now)
+for _ in range(100):
+    thread = threading.Thread(target=time.sleep, args=(0.001,))
+    thread.start()
+    thread.join()
+slow = threading.Thread(target=time.sleep, args=(0.2,))
+slow.start()
+slow.join()
+lock, count = threading.Lock(), [0]
+def work():
+    for _ in range(20000):
+        with lock:
+            count[0] += 1
+workers = [threading.Thread(target=work) for _ in range(4)]
+for thread in workers:
+    thread.start()
+for thread in workers:
+    thread.join()
+q = queue.Queue()
+threading.Thread(target=lambda: [q.put(i) for i in range(1000)]).start()
+event = threading.Event()
+start = time.monotonic()
+facts.update({
+    "counter": count[0],
+    "queue": sum(q.get() for _ in range(1000)),
+    "event_timeout": [event.wait(0.2), round(time.monotonic() - start, 3)],
+})
+with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    facts["pool"] = sum(pool.map(lambda i: i * i, range(100)))
+
+# a multiprocessing lock is a POSIX semaphore: a shared futex. Contended, it spins until released.
+mp_lock = multiprocessing.Lock()
+mp_lock.acquire()
+got = []
+waiter = threading.Thread(target=lambda: got.append(mp_lock.acquire(timeout=10)))
+waiter.start()
+time.sleep(0.3)
+mp_lock.release()
+waiter.join()
+facts["mp_lock"] = got
+
+import jax, jax.numpy as jnp  # XLA's JIT waits on a std::future: a shared FUTEX_WAIT
+f = jax.jit(lambda x, y: jnp.tanh(x @ y).sum())
+x = jnp.arange(12.0).reshape(3, 4) / 10
+facts["jit"] = [float(f(x, x.T)), float(jnp.tanh(x @ x.T).sum())]
+with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    facts["jax_threads"] = sorted(pool.map(lambda i: float(jax.jit(lambda v: v * i)(jnp.ones(8)).sum()), range(4)))
+print(json.dumps(facts))
+"""
+
+
+@pytest.mark.skipif(NATIVE is None or not sys.platform.startswith("linux"), reason="no seccomp filter here")
+def test_loaded_in_a_child_a_shared_futex_never_sleeps_and_threads_and_jax_work(repo_root: Path) -> None:
+    out = subprocess.run([sys.executable, "-c", FUTEX_CHILD, venv_file()], capture_output=True, text=True,
+                         cwd=repo_root, timeout=120)
+    assert out.returncode == 0, out.stderr  # glibc aborts on an unexpected futex error (EPERM)
+    facts = json.loads(out.stdout)
+    assert facts["load"] == "ok", facts
+    assert facts["before_shared_wait"][0] == "ETIMEDOUT"  # without the filter the wait slept
+    # a shared wait answers EAGAIN at once, without sleeping; a shared wake finds nobody
+    assert facts["shared_wait"][0] == "EAGAIN" and facts["shared_wait"][1] < 0.2
+    assert facts["shared_wait_bitset"][0] == "EAGAIN"
+    assert facts["shared_wake"][0] == 0
+    assert facts["shared_lock_pi"][0] == "EPERM"
+    # the private futexes reach the kernel: the wait sleeps its 0.3 s
+    assert facts["private_wait"][0] == "ETIMEDOUT" and facts["private_wait"][1] >= 0.25
+    assert facts["private_wake"][0] == 0
+    assert facts["private_lock_pi"][0] == 0 and facts["private_unlock_pi"][0] == 0
+    if facts["futex2_private_wake"][0] != "ENOSYS":  # Linux 6.7+
+        assert facts["futex2_private_wake"][0] == 0 and facts["futex2_private_wait"][0] == "EAGAIN"
+    assert facts["futex2_shared_wake"][0] == "EPERM" and facts["futex2_shared_wait"][0] == "EPERM"
+    assert facts["futex_waitv"][0] == "ENOSYS" and facts["futex_requeue"][0] == "ENOSYS"
+    # threads, locks, queues, pools, a timed event, a contended multiprocessing lock and JAX work
+    assert facts["counter"] == 80000 and facts["queue"] == 499500 and facts["pool"] == 328350
+    assert facts["event_timeout"][0] is False and facts["event_timeout"][1] >= 0.15
+    assert facts["mp_lock"] == [True]
+    assert facts["jit"][0] == pytest.approx(facts["jit"][1])
+    assert facts["jax_threads"] == [0.0, 8.0, 16.0, 24.0]
 
 
 # ============================================================================= C. in a kernel
@@ -588,3 +775,92 @@ def test_two_kernels_cannot_signal_through_the_key_ring_or_a_lock() -> None:
         received = observe(second, CHANNEL_CELL, token=token, venv_file=venv_file())
     assert sent == {"add_key": "EPERM", "search": "EPERM", "flock": "EPERM"}
     assert received == sent
+
+
+FUTEX_SETUP_CELL = '''
+import concurrent.futures, threading, time
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_long]
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+def futex(number, *args):
+    """[the result or the errno name, the seconds it took] of a raw futex call"""
+    start = time.monotonic()
+    ctypes.set_errno(0)
+    result = _libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+    took = round(time.monotonic() - start, 3)
+    return [result if result != -1 else errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()), took]
+
+page = _libc.mmap(None, 4096, 1, 1, os.open(params["venv_file"], os.O_RDONLY), 0)  # PROT_READ, MAP_SHARED
+word = ctypes.c_uint32.from_address(page).value
+waited = {}
+def wait(name, op, seconds):
+    timeout = Timespec(seconds, 0)  # relative
+    waited[name] = futex(NR["futex"], page, op, word, ctypes.addressof(timeout))
+receivers = [threading.Thread(target=wait, args=("shared", 0, 4)),  # FUTEX_WAIT
+             threading.Thread(target=wait, args=("private", 128, 2))]  # FUTEX_WAIT_PRIVATE
+facts = {"mapped": page not in (None, 2 ** 64 - 1)}
+'''
+
+FUTEX_RECEIVE_CELL = '''
+for receiver in receivers:
+    receiver.start()
+facts = {"started": True}
+'''
+
+FUTEX_SEND_CELL = '''
+facts = {"shared_wake": futex(NR["futex"], page, 1, 1000)[0],  # FUTEX_WAKE: how many it woke
+         "private_wake": futex(NR["futex"], page, 1 | 128, 1000)[0],
+         "futex2_shared_wake": futex(NR["futex_wake"], page, 0xFFFFFFFF, 1000, 2)[0],  # FUTEX2_SIZE_U32
+         "futex2_private_wake": futex(NR["futex_wake"], page, 0xFFFFFFFF, 1000, 2 | 128)[0]}
+'''
+
+FUTEX_COLLECT_CELL = '''
+for receiver in receivers:
+    if receiver.ident is not None:  # started (in kernel A only)
+        receiver.join(10)
+import jax, jax.numpy as jnp
+f = jax.jit(lambda x, y: jnp.tanh(x @ y).sum())
+x = jnp.arange(12.0).reshape(3, 4) / 10
+with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    in_threads = sorted(pool.map(lambda i: float(jax.jit(lambda v: v * i)(jnp.ones(8)).sum()), range(4)))
+facts = {"waited": waited, "jit": [float(f(x, x.T)), float(jnp.tanh(x @ x.T).sum())], "threads": in_threads}
+'''
+
+
+@pytest.mark.kernel
+@needs_seccomp_layer()
+def test_two_kernels_cannot_signal_through_a_futex_on_a_shared_file() -> None:
+    """Kernel A waits on a futex in a page of a read-only venv file that kernel B maps too, once
+    shared (keyed by the file: the channel) and once private; B wakes both. A's shared wait returns
+    EAGAIN at once instead of sleeping, B's wakes find nobody, A's private wait sleeps its full
+    timeout; JAX (jit, in threads) and the kernels keep working."""
+    with Kernel(sandbox=POLICY) as first, Kernel(sandbox=POLICY) as second:
+        for kernel in (first, second):
+            assert observe(kernel, FUTEX_SETUP_CELL, venv_file=venv_file()) == {"mapped": True}
+        observe(first, FUTEX_RECEIVE_CELL)
+        time.sleep(0.5)
+        sent = observe(second, FUTEX_SEND_CELL)
+        received = observe(first, FUTEX_COLLECT_CELL)
+        assert observe(second, FUTEX_COLLECT_CELL)["jit"] == received["jit"]
+    assert sent["shared_wake"] == 0 and sent["private_wake"] == 0  # nobody waits where B can reach
+    assert sent["futex2_shared_wake"] == "EPERM"
+    assert sent["futex2_private_wake"] in (0, "ENOSYS")  # ENOSYS: a kernel before Linux 6.7
+    waited = received["waited"]
+    assert waited["shared"][0] == "EAGAIN" and waited["shared"][1] < 0.5  # it never slept
+    assert waited["private"][0] == "ETIMEDOUT" and waited["private"][1] >= 1.9  # not woken by B
+    assert received["jit"][0] == pytest.approx(received["jit"][1])
+    assert received["threads"] == [0.0, 8.0, 16.0, 24.0]
+
+
+def test_the_verifier_s_filter_leaves_futexes_alone_and_refuses_the_rest() -> None:
+    """The verifier runs no student code that makes system calls, so the futex channel is not
+    open to it and its compiler threads need not spin; every other refusal stays."""
+    kernel = seccomp.program(NATIVE)
+    verifier = seccomp.program(NATIVE, shared_futexes=True)
+    assert kernel != verifier
+    seccomp.check(verifier)
+    assert seccomp.filter_file(shared_futexes=True) != seccomp.filter_file()

@@ -2,12 +2,18 @@
 
 The detective's truth is measured here, in the grader's process, with the installed JAX: which
 of the chapter's eight calls trigger an XLA compilation. It is never a hard-coded list, because
-the answer depends on the JAX version (the chapter's answer on 0.12 is 7: only call 2 hits).
+the answer depends on the JAX version (the chapter's answer on 0.12 is 7: only call 2 hits); it
+is measured once per installed JAX and kept in the user's cache directory.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,9 +34,42 @@ CALLS = [
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
+MEASUREMENT = 1  # bump when _measure changes: cached truths of older measurements are ignored
+
+
+def _cache_file() -> Path:
+    """Where the truth measured with this JAX is kept: one file per JAX, jaxlib and machine."""
+    from importlib import metadata
+
+    versions = "-".join(metadata.version(d) for d in ("jax", "jaxlib"))
+    key = hashlib.sha256(json.dumps([MEASUREMENT, CALLS]).encode()).hexdigest()[:12]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "jax-course-grader" / f"detective-{versions}-{platform.machine()}-{key}.json"
+
+
 @functools.cache
 def detective_truth() -> tuple[bool, ...]:
-    """For each of the eight calls: did it compile? Counted as deltas around each call."""
+    """For each of the eight calls: did it compile? Measured once per installed JAX (a grading
+    needs no JAX of its own when the measurement is kept), as deltas around each call."""
+    path = _cache_file()
+    try:
+        kept = json.loads(path.read_text())
+        if isinstance(kept, list) and len(kept) == len(CALLS) and all(type(x) is bool for x in kept):
+            return tuple(kept)
+    except (OSError, ValueError):
+        pass
+    truth = _measure()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial_file = path.with_name(f".{path.name}.{os.getpid()}")
+        partial_file.write_text(json.dumps(list(truth)))
+        partial_file.replace(path)
+    except OSError:
+        pass  # a read-only home: measured again next time
+    return truth
+
+
+def _measure() -> tuple[bool, ...]:
     from functools import partial
 
     import jax

@@ -1,28 +1,28 @@
-"""Check kinds, one module each; `build` turns a spec entry into a runnable check."""
+"""Check kinds, one module each, in one registry: `build` turns a spec entry into a check.
+
+Adding a kind is one spec model in `grader.spec.CHECK_SPECS` and one implementation here, whose
+`spec_type` names its model.
+"""
 
 from __future__ import annotations
 
 from grader.checks.answer import AnswerCheckImpl
-from grader.checks.base import Check, CheckOutcome, Context
+from grader.checks.base import Check, CheckOutcome, Context, ModuleRun, Planner, RunOutcome, Seen
 from grader.checks.compilation import CompileLimitCheckImpl
 from grader.checks.custom import CustomCheckImpl, Verdict
 from grader.checks.interface import InterfaceCheckImpl
 from grader.checks.numeric import NumericCheckImpl
 from grader.checks.structure import StructureCheckImpl
-from grader.spec import CheckSpec
+from grader.spec import CHECK_SPECS, CheckSpec
 
-_KINDS = {
-    "interface": InterfaceCheckImpl,
-    "numeric": NumericCheckImpl,
-    "structure": StructureCheckImpl,
-    "compile_limit": CompileLimitCheckImpl,
-    "custom": CustomCheckImpl,
-    "answer": AnswerCheckImpl,
-}
+IMPLEMENTATIONS = (InterfaceCheckImpl, NumericCheckImpl, StructureCheckImpl, CompileLimitCheckImpl,
+                   CustomCheckImpl, AnswerCheckImpl)
+REGISTRY = {impl.spec_type: impl for impl in IMPLEMENTATIONS}
+assert set(REGISTRY) == set(CHECK_SPECS), "every spec kind has exactly one implementation"
 
 
 def build(exercise_id: str, spec: CheckSpec, ctx: Context) -> Check:
-    return _KINDS[spec.kind](f"{exercise_id}.{spec.id}", spec, ctx)
+    return REGISTRY[type(spec)](f"{exercise_id}.{spec.id}", spec, ctx)
 
 
-__all__ = ["Check", "CheckOutcome", "Context", "Verdict", "build"]
+__all__ = ["Check", "CheckOutcome", "Context", "ModuleRun", "Planner", "RunOutcome", "Seen", "Verdict", "build"]

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
-from grader.probe.protocol import Observation, Request, ValueRequest, ValuesResult
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.probe.protocol import Request, ValuesResult
 from grader.spec import AnswerCheck
 from grader.values import describe, from_wire
 
@@ -22,11 +22,17 @@ def _normal(value: Any) -> Any:
 
 
 class AnswerCheckImpl:
+    spec_type = AnswerCheck
+
     def __init__(self, full_id: str, spec: AnswerCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
+        self.value = ctx.planner.value(spec.name)
 
     def requests(self) -> list[Request]:
-        return [ValueRequest(id=f"{self.full_id}/value", name=self.spec.name)]
+        return [self.value]
+
+    def runs(self) -> list[ModuleRun]:
+        return []
 
     def _item(self, value: Any) -> tuple[bool, Any]:
         key = self.spec.key
@@ -38,9 +44,9 @@ class AnswerCheckImpl:
             return True, value[key]
         return False, None
 
-    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+    def judge(self, seen: Seen) -> CheckOutcome:
         spec = self.spec
-        result = result_of(observations, f"{self.full_id}/value", ValuesResult, f"`{spec.name}`", spec.message)
+        result = result_of(seen, self.value, ValuesResult, f"`{spec.name}`", spec.message)
         if isinstance(result, CheckOutcome):
             return result
         value = from_wire(result.values[0])

@@ -1,22 +1,38 @@
-"""What every check is: requests to send to the probe, then a verdict from the observations.
+"""What every check is: the requests it needs answered, then a verdict from what came back.
 
-A check never touches the kernel itself. It says what it needs to see (`requests`), and judges
-(`judge`) in the grader's process once the observations are back, so the same check code serves
-the authoritative grade (observations from a fresh kernel) and the notebook's self-check
-(observations from the live namespace) through one probe interface.
+A check never touches the kernel or the verifier itself. It asks a `Planner` for the requests it
+needs and keeps them as objects: questions for the kernel (`requests`: is this name defined,
+what is this answer, export this function for these shapes) and programs for the verifier to run
+(`runs`: this exported module, on these inputs). Once both have answered, it judges (`judge`) with
+a pure function of `Seen`, looked up by those same objects, in the grader's process. The same
+check code serves the authoritative grade (a fresh kernel and a sandboxed verifier) and the
+notebook's self-check (the live namespace, and the verifier's runtime in process).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, TypeVar
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from grader.assignment import Assignment
-from grader.probe.protocol import Observation, Request
+from grader.probe.protocol import (
+    Call,
+    CallRequest,
+    CompileCountRequest,
+    ExportArg,
+    ExportRequest,
+    LookupRequest,
+    Observation,
+    Request,
+    TraceRequest,
+    Value,
+    ValueRequest,
+)
 from grader.report import CheckStatus
-
 
 
 class CheckOutcome(BaseModel):
@@ -31,12 +47,96 @@ class CheckOutcome(BaseModel):
 PASSED = CheckOutcome(status="passed")
 
 
+# ----------------------------------------------------------------------------- requests as objects
+
+
+@dataclass(frozen=True, eq=False)
+class ModuleRun:
+    """Execute the module that `export` returns, once per call, on these flat inputs (the
+    values of the traced arguments: hidden ones only ever reach the verifier)."""
+
+    export: ExportRequest
+    inputs: list[list[Value]]
+
+
+class Planner:
+    """Hands out the requests checks need, each with a fresh id; an export that several checks
+    need (the same function, shapes and baked values) is one request, exported once."""
+
+    def __init__(self) -> None:
+        self._numbers = itertools.count(1)
+        self._exports: dict[str, ExportRequest] = {}
+
+    def _id(self, kind: str) -> str:
+        return f"{kind}-{next(self._numbers)}"
+
+    def lookup(self, name: str) -> LookupRequest:
+        return LookupRequest(id=self._id("lookup"), name=name)
+
+    def value(self, name: str) -> ValueRequest:
+        return ValueRequest(id=self._id("value"), name=name)
+
+    def call(self, target: str, calls: list[Call], *, jit: bool = False,
+             set_globals: dict[str, Value] | None = None) -> CallRequest:
+        return CallRequest(id=self._id("call"), target=target, calls=calls, jit=jit, set_globals=set_globals or {})
+
+    def trace(self, target: str, call: Call, representation: Literal["jaxpr", "lowered"]) -> TraceRequest:
+        return TraceRequest(id=self._id("trace"), target=target, call=call, representation=representation)
+
+    def compile_count(self, target: str, calls: list[Call]) -> CompileCountRequest:
+        return CompileCountRequest(id=self._id("count"), target=target, calls=calls)
+
+    def export(self, target: str, args: list[ExportArg], fallback: dict[int, ExportArg],
+               set_globals: dict[str, Value] | None = None) -> ExportRequest:
+        key = json.dumps([target, [a.model_dump() for a in args], {k: v.model_dump() for k, v in sorted(fallback.items())},
+                          {k: v.model_dump() for k, v in sorted((set_globals or {}).items())}], sort_keys=True)
+        if key not in self._exports:
+            self._exports[key] = ExportRequest(id=self._id("export"), target=target, args=args,
+                                               fallback=fallback, set_globals=set_globals or {})
+        return self._exports[key]
+
+
 @dataclass(frozen=True)
 class Context:
-    """What a check may use besides its spec: the loaded assignment and the run's seed."""
+    """What a check may use besides its spec: the loaded assignment, the run's seed, the planner."""
 
     assignment: Assignment
     seed: int
+    planner: Planner = field(default_factory=Planner)
+
+
+# ----------------------------------------------------------------------------- what came back
+
+
+class ModuleFacts(BaseModel):
+    """What the verifier read in a module: its operations and custom calls, its inputs."""
+
+    ops: list[str]
+    custom_calls: list[str]
+    inputs: int
+
+
+class RunOutcome(BaseModel):
+    """What the verifier did with one module run: `values` holds, per call, the output leaves."""
+
+    status: Literal["ok", "refused", "error", "timeout", "crashed"]
+    detail: str | None = None
+    facts: ModuleFacts | None = None
+    values: list[list[Any]] | None = None
+
+
+@dataclass
+class Seen:
+    """The kernel's observations and the verifier's runs, looked up by the request objects."""
+
+    observations: dict[str, Observation] = field(default_factory=dict)
+    runs: dict[int, RunOutcome] = field(default_factory=dict)
+
+    def of(self, request: Request) -> Observation | None:
+        return self.observations.get(request.id)
+
+    def run(self, run: ModuleRun) -> RunOutcome | None:
+        return self.runs.get(id(run))
 
 
 class Check(Protocol):
@@ -44,7 +144,12 @@ class Check(Protocol):
 
     def requests(self) -> list[Request]: ...
 
-    def judge(self, observations: dict[str, Observation]) -> CheckOutcome: ...
+    def runs(self) -> list[ModuleRun]: ...
+
+    def judge(self, seen: Seen) -> CheckOutcome: ...
+
+
+# ----------------------------------------------------------------------------- shared verdicts
 
 
 def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutcome | None:
@@ -67,11 +172,10 @@ def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutc
 R = TypeVar("R")
 
 
-def result_of(observations: dict[str, Observation], request_id: str, kind: type[R], subject: str,
-              hint: str) -> R | CheckOutcome:
+def result_of(seen: Seen, request: Request, kind: type[R], subject: str, hint: str) -> R | CheckOutcome:
     """The typed result of one request, or the outcome that replaces it (missing name, raised,
     hang, crash, or an answer of the wrong shape, which only a tampered probe sends)."""
-    obs = observations.get(request_id)
+    obs = seen.of(request)
     problem = not_available(obs, subject, hint)
     if problem:
         return problem

@@ -1,34 +1,75 @@
-"""Compile-count limits: at most N XLA compilations over a call sequence, counted in the kernel.
+"""Compile-count limits: at most N XLA compilations over a call sequence.
 
-The probe counts compilation events between the first and the last call of the sequence (inputs
-are built before it starts counting), so eager array creation and earlier cells never count.
+From the module (the default): JAX compiles a function once per distinct signature of its traced
+arguments, so the function must export with every argument traced (nothing baked, none static:
+the module's inputs are all of them), and the calls must have at most N distinct signatures.
+That is the evidence a pass needs; the kernel's count of compilation events during the calls, on
+cleared caches, is a second signal (it sees a function that builds a fresh jit on every call),
+which can only fail a check, never pass one. From the kernel alone: that count.
 """
 
 from __future__ import annotations
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
-from grader.probe.protocol import CompileCountRequest, CompileCountResult, Observation, Request
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.program import ProgramCalls
+from grader.probe.protocol import CompileCountResult, Request
 from grader.spec import CompileLimitCheck
 
 
 class CompileLimitCheckImpl:
+    spec_type = CompileLimitCheck
+
     def __init__(self, full_id: str, spec: CompileLimitCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
-        cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
-        self.calls = to_calls(cases)
+        self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
+        self.program: ProgramCalls | None = None
+        if spec.source == "module":
+            self.program = ProgramCalls(ctx.planner, spec.function, self.cases, set(), inspect_only=True)
+        self.count = ctx.planner.compile_count(spec.function, to_calls(self.cases))
 
     def requests(self) -> list[Request]:
-        return [CompileCountRequest(id=f"{self.full_id}/count", target=self.spec.function, calls=self.calls)]
+        return (list(self.program.exports) if self.program else []) + [self.count]
 
-    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+    def runs(self) -> list[ModuleRun]:
+        return self.program.runs() if self.program else []
+
+    def _counted(self, seen: Seen) -> CheckOutcome:
         spec = self.spec
-        result = result_of(observations, f"{self.full_id}/count", CompileCountResult,
-                           f"`{spec.function}`", spec.message)
+        result = result_of(seen, self.count, CompileCountResult, f"`{spec.function}`", spec.message)
         if isinstance(result, CheckOutcome):
             return result
-        n = result.compiles
-        if n > spec.max_compiles:
-            return failed(spec.message, f"it compiled {n} times over {len(self.calls)} calls "
+        if result.compiles > spec.max_compiles:
+            return failed(spec.message, f"it compiled {result.compiles} times over {len(self.cases)} calls "
                                         f"(at most {spec.max_compiles} allowed)")
+        return PASSED
+
+    def judge(self, seen: Seen) -> CheckOutcome:
+        spec = self.spec
+        if self.program is None:
+            return self._counted(seen)
+        evidence = self._module_evidence(seen)
+        return evidence if evidence is not PASSED else self._counted(seen)
+
+    def _module_evidence(self, seen: Seen) -> CheckOutcome:
+        spec = self.spec
+        assert self.program is not None
+        exported = self.program.exported(seen, spec.message)
+        if isinstance(exported, CheckOutcome):
+            if exported.status == "error" and "could not be traced" in (exported.message or ""):
+                return failed(spec.message, (exported.message or "").split(": ", 1)[-1]
+                              + " (with every argument traced, as the calls vary them)")
+            return exported
+        outcomes = self.program.outcomes(seen, spec.message)
+        if isinstance(outcomes, CheckOutcome):
+            return outcomes
+        for export, outcome in zip(self.program.exports, outcomes):
+            expected = len(export.args)
+            if outcome.facts is None or outcome.facts.inputs != expected:
+                got = outcome.facts.inputs if outcome.facts else "?"
+                return failed(spec.message, f"its program takes {got} of its {expected} arguments as inputs: "
+                                            "an argument is static, so each new value compiles again")
+        if len(exported) > spec.max_compiles:
+            return failed(spec.message, f"its {len(self.cases)} calls have {len(exported)} different shapes or "
+                                        f"dtypes, so it compiles {len(exported)} times (at most {spec.max_compiles})")
         return PASSED

@@ -13,11 +13,12 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from grader.cases import materialize, to_calls
-from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
+from grader.cases import materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.program import StudentCalls, public_positions
 from grader.errors import AssignmentBug
 from grader.faults import one_line
-from grader.probe.protocol import CallRequest, Observation, Request, ValueRequest, ValuesResult
+from grader.probe.protocol import Request, ValuesResult
 from grader.spec import CustomCheck
 from grader.values import from_wire
 
@@ -30,6 +31,8 @@ class Verdict(BaseModel):
 
 
 class CustomCheckImpl:
+    spec_type = CustomCheck
+
     def __init__(self, full_id: str, spec: CustomCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         module = ctx.assignment.checks
@@ -37,27 +40,30 @@ class CustomCheckImpl:
             raise AssignmentBug(full_id, f"checks.py has no function {spec.function!r}")
         self.function: Callable[..., Verdict] = getattr(module, spec.function)
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id) if spec.cases else []
+        self.values = {name: ctx.planner.value(name) for name in spec.observe}
+        self.calls = None
+        if spec.call:
+            self.calls = StudentCalls(ctx.planner, spec.call, self.cases, source=spec.source,
+                                      public=public_positions(spec.public, spec.hidden, self.cases))
 
     def requests(self) -> list[Request]:
-        reqs: list[Request] = [ValueRequest(id=f"{self.full_id}/{name}", name=name) for name in self.spec.observe]
-        if self.spec.call:
-            reqs.append(CallRequest(id=f"{self.full_id}/calls", target=self.spec.call, calls=to_calls(self.cases)))
-        return reqs
+        return list(self.values.values()) + (self.calls.requests() if self.calls else [])
 
-    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+    def runs(self) -> list[ModuleRun]:
+        return self.calls.runs() if self.calls else []
+
+    def judge(self, seen: Seen) -> CheckOutcome:
         observed: dict[str, Any] = {}
-        for name in self.spec.observe:
-            result = result_of(observations, f"{self.full_id}/{name}", ValuesResult, f"`{name}`",
-                               self.spec.message)
+        for name, request in self.values.items():
+            result = result_of(seen, request, ValuesResult, f"`{name}`", self.spec.message)
             if isinstance(result, CheckOutcome):
                 return result
             observed[name] = from_wire(result.values[0])
-        if self.spec.call:
-            result = result_of(observations, f"{self.full_id}/calls", ValuesResult, f"`{self.spec.call}`",
-                               self.spec.message)
-            if isinstance(result, CheckOutcome):
-                return result
-            observed["calls"] = list(zip(self.cases, (from_wire(v) for v in result.values)))
+        if self.calls:
+            answers = self.calls.answers(seen, self.spec.message)
+            if isinstance(answers, CheckOutcome):
+                return answers
+            observed["calls"] = list(zip(self.cases, answers))
         try:
             verdict = self.function(observed, **self.spec.params)
         except Exception as exc:  # noqa: BLE001 - on a student's odd answer: that check's error

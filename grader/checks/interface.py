@@ -1,14 +1,21 @@
-"""Interface checks: the name exists, is callable, is jitted, accepts N arguments, returns a shape."""
+"""Interface checks: the name exists, is callable, is a jax.jit result, accepts N arguments,
+returns a structure.
+
+"Is wrapped in jax.jit" is what `jax.export` itself accepts (the export's evidence), not an
+attribute the function carries; the returned structure is read from the values of its exported
+program (or, for source "kernel", from what the kernel reports).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grader.cases import materialize, to_calls
-from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
-from grader.probe.protocol import CallRequest, LookupRequest, LookupResult, Observation, Parameter, Request, ValuesResult
+from grader.cases import materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.program import ProgramCalls, StudentCalls, public_positions
+from grader.probe.protocol import LookupResult, Parameter, Request
 from grader.spec import InterfaceCheck
-from grader.values import describe, from_wire, unpack
+from grader.values import describe, unpack
 
 _KINDS = {"float": "f", "int": "iu", "bool": "b"}
 
@@ -23,40 +30,69 @@ def accepts(parameters: list[Parameter], n: int) -> bool:
 
 
 class InterfaceCheckImpl:
+    spec_type = InterfaceCheck
+
     def __init__(self, full_id: str, spec: InterfaceCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
-        self.cases = materialize(spec.returns.cases, ctx.assignment.references, ctx.seed, full_id) if spec.returns else []
+        self.lookup = ctx.planner.lookup(spec.name)
+        self.jit_program: ProgramCalls | None = None
+        if spec.jitted and spec.cases is not None:
+            cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
+            every = set(range(max((len(c.args) for c in cases), default=0)))  # only jax.export's test matters here
+            self.jit_program = ProgramCalls(ctx.planner, spec.name, cases, every, inspect_only=True)
+        self.returns: StudentCalls | None = None
+        if spec.returns:
+            cases = materialize(spec.returns.cases, ctx.assignment.references, ctx.seed, full_id)
+            self.returns = StudentCalls(ctx.planner, spec.name, cases, source=spec.returns.source,
+                                        public=public_positions(spec.returns.public, spec.hidden, cases))
 
     def requests(self) -> list[Request]:
-        reqs: list[Request] = [LookupRequest(id=f"{self.full_id}/lookup", name=self.spec.name)]
-        if self.spec.returns:
-            reqs.append(CallRequest(id=f"{self.full_id}/returns", target=self.spec.name, calls=to_calls(self.cases)))
+        reqs: list[Request] = [self.lookup]
+        if self.jit_program:
+            reqs += self.jit_program.exports
+        if self.returns:
+            reqs += self.returns.requests()
         return reqs
 
-    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+    def runs(self) -> list[ModuleRun]:
+        return (self.jit_program.runs() if self.jit_program else []) + (self.returns.runs() if self.returns else [])
+
+    def judge(self, seen: Seen) -> CheckOutcome:
         name, hint = self.spec.name, self.spec.message
-        found = result_of(observations, f"{self.full_id}/lookup", LookupResult, f"`{name}`", hint)
+        found = result_of(seen, self.lookup, LookupResult, f"`{name}`", hint)
         if isinstance(found, CheckOutcome):
             return found
         if not found.is_callable:
             return failed(hint, f"`{name}` is a {found.type_name}, not a function")
-        if self.spec.jitted and not found.is_jitted:
-            return failed(hint, f"`{name}` is a plain {found.type_name}, not wrapped in jax.jit (it has no .lower)")
         if self.spec.arity is not None and found.parameters is not None and not accepts(found.parameters, self.spec.arity):
             names = ", ".join(p.name for p in found.parameters)
             return failed(hint, f"`{name}({names})` cannot be called with {self.spec.arity} positional arguments")
-        if self.spec.returns:
-            return self._judge_returns(observations)
+        if self.jit_program:
+            verdict = self._judge_jitted(seen)
+            if verdict is not PASSED:
+                return verdict
+        if self.returns:
+            return self._judge_returns(seen)
         return PASSED
 
-    def _judge_returns(self, observations: dict[str, Observation]) -> CheckOutcome:
-        assert self.spec.returns is not None
+    def _judge_jitted(self, seen: Seen) -> CheckOutcome:
+        assert self.jit_program is not None
+        exported = self.jit_program.exported(seen, self.spec.message)
+        if isinstance(exported, CheckOutcome):
+            return exported
+        for result in exported:
+            if not result.jitted:
+                return failed(self.spec.message, f"`{self.spec.name}` is not a jax.jit function: jax.export refused "
+                                                 f"it ({result.jit_refused or 'not the result of jit'})")
+        return PASSED
+
+    def _judge_returns(self, seen: Seen) -> CheckOutcome:
+        assert self.spec.returns is not None and self.returns is not None
         shape, hint, name = self.spec.returns, self.spec.message, self.spec.name
-        result = result_of(observations, f"{self.full_id}/returns", ValuesResult, f"`{name}`", hint)
-        if isinstance(result, CheckOutcome):
-            return result
-        for value in result.values:
-            got = from_wire(value)
+        answers = self.returns.answers(seen, hint)
+        if isinstance(answers, CheckOutcome):
+            return answers
+        for got in answers:
             items = unpack(got, shape.length)
             if items is None:
                 return failed(hint, f"`{name}` returned {describe(got)}, not a tuple of {shape.length} values")

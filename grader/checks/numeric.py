@@ -1,8 +1,9 @@
 """Numeric checks: the student's values agree with a reference within rtol/atol, shapes included.
 
 The expected values come from the grader's side only: a NumPy reference in references.py
-evaluated here, values a generator drew with the inputs, or (for "agrees with") another of the
-student's functions called by the probe on the very same inputs.
+evaluated here, or values a generator drew with the inputs; never another of the student's
+functions. The student's values come from executing the exported program in the verifier (or,
+for source "kernel", from the kernel).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from grader.cases import Case, materialize, to_calls
-from grader.checks.base import CheckOutcome, Context, PASSED, failed, result_of
+from grader.cases import Case, materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed
+from grader.checks.program import StudentCalls, public_positions
 from grader.faults import instructor_code
-from grader.probe.protocol import CallRequest, Observation, OpaqueValue, Request, ValuesResult
+from grader.probe.protocol import OpaqueValue, Request
 from grader.spec import NumericCheck
-from grader.values import Tree, describe, from_wire, to_wire, unpack
+from grader.values import Tree, describe, to_wire, unpack
 
 
 def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
@@ -79,6 +81,8 @@ def _call_text(function: str, case: Case) -> str:
 
 
 class NumericCheckImpl:
+    spec_type = NumericCheck
+
     def __init__(self, full_id: str, spec: NumericCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
@@ -87,14 +91,16 @@ class NumericCheckImpl:
             reference = getattr(ctx.assignment.references, spec.reference)
             with instructor_code(f"{full_id}: reference {spec.reference}"):
                 self.reference_values = [reference(*args, **kwargs) for args, kwargs in map(_numpy_args, self.cases)]
+        overrides = {k: to_wire(v) for k, v in spec.set_globals.items()}
+        self.calls = StudentCalls(ctx.planner, spec.function, self.cases, source=spec.source,
+                                  public=public_positions(spec.public, spec.hidden, self.cases),
+                                  set_globals=overrides, jit=spec.jit)
 
     def requests(self) -> list[Request]:
-        overrides = {k: to_wire(v) for k, v in self.spec.set_globals.items()}
-        reqs: list[Request] = [CallRequest(id=f"{self.full_id}/actual", target=self.spec.function,
-                                           calls=to_calls(self.cases), jit=self.spec.jit, set_globals=overrides)]
-        if self.spec.against:
-            reqs.append(CallRequest(id=f"{self.full_id}/against", target=self.spec.against, calls=to_calls(self.cases)))
-        return reqs
+        return self.calls.requests()
+
+    def runs(self) -> list[ModuleRun]:
+        return self.calls.runs()
 
     def _select(self, value: Any) -> Any:
         index = self.spec.output
@@ -105,28 +111,15 @@ class NumericCheckImpl:
             return items[index]
         return OpaqueValue(type=type(value).__name__, repr=f"{describe(value)}, which has no item {index}")
 
-    def _expected(self, observations: dict[str, Observation]) -> list[Any] | CheckOutcome:
-        if self.reference_values is not None:
-            return self.reference_values
-        if self.spec.against:
-            result = result_of(observations, f"{self.full_id}/against", ValuesResult,
-                               f"`{self.spec.against}`", self.spec.message)
-            if isinstance(result, CheckOutcome):
-                return result
-            return [self._select(from_wire(v)) for v in result.values]
-        return [c.expected for c in self.cases]
-
-    def judge(self, observations: dict[str, Observation]) -> CheckOutcome:
+    def judge(self, seen: Seen) -> CheckOutcome:
         hint, fn = self.spec.message, self.spec.function
-        result = result_of(observations, f"{self.full_id}/actual", ValuesResult,
-                           f"`{fn}`" + (" under jax.jit" if self.spec.jit else ""), hint)
-        if isinstance(result, CheckOutcome):
-            return result
-        expected = self._expected(observations)
-        if isinstance(expected, CheckOutcome):
-            return expected
-        for case, value, want in zip(self.cases, result.values, expected):
-            why = mismatch(self._select(from_wire(value)), want, self.spec.rtol, self.spec.atol)
+        subject = f"`{fn}`" + (" under jax.jit" if self.spec.jit and self.spec.source == "kernel" else "")
+        answers = self.calls.answers(seen, hint, subject)
+        if isinstance(answers, CheckOutcome):
+            return answers
+        expected = self.reference_values if self.reference_values is not None else [c.expected for c in self.cases]
+        for case, value, want in zip(self.cases, answers, expected):
+            why = mismatch(self._select(value), want, self.spec.rtol, self.spec.atol)
             if why:
                 return failed(hint, f"{_call_text(fn, case)} {why}")
         return PASSED

@@ -40,6 +40,10 @@ class TooLarge(ValueError):
     """An observation over a documented bound: the check that asked gets an error."""
 
 
+LONG_TEXT_KEYS = frozenset({"module"})
+"""Keys whose string may be longer than MAX_TEXT: an exported module (up to MAX_MODULE_CHARS)."""
+
+
 def measure(raw: object, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> int:
     """Count the JSON nodes of a raw observation, refusing one that is too deep, too large, or
     holds an over-long string or integer, before any model is built from it (pydantic would
@@ -48,6 +52,11 @@ def measure(raw: object, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEP
     stack: list[tuple[object, int]] = [(raw, 0)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, tuple):  # a (key, string) pair under a long-text key
+            if len(item[1]) > MAX_MODULE_CHARS:
+                raise TooLarge(f"a module longer than {MAX_MODULE_CHARS:,} characters")
+            nodes += 1
+            continue
         nodes += 1
         if nodes > max_nodes:
             raise TooLarge(f"more than {max_nodes:,} values")
@@ -57,7 +66,10 @@ def measure(raw: object, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEP
             for key, value in item.items():
                 if not isinstance(key, str) or len(key) > MAX_TEXT:
                     raise TooLarge("a key that is not a short string")
-                stack.append((value, depth + 1))
+                if key in LONG_TEXT_KEYS and isinstance(value, str):
+                    stack.append(((key, value), depth + 1))
+                else:
+                    stack.append((value, depth + 1))
         elif isinstance(item, list):
             stack.extend((value, depth + 1) for value in item)
         elif isinstance(item, str):
@@ -246,8 +258,44 @@ class CompileCountRequest(_Wire):
     calls: list[Call]
 
 
+class Abstract(_Wire):
+    """An argument given by its abstract value only (shape, dtype, weak type): traced when the
+    function is exported, so no value of it ever enters the kernel."""
+
+    t: Literal["abstract"] = "abstract"
+    shape: list[Annotated[int, Field(ge=0, le=2**31)]] = Field(max_length=MAX_DEPTH)
+    dtype: Literal[DTYPES]  # type: ignore[valid-type]
+    weak: bool = False
+
+
+ExportArg = Annotated[Union[Abstract, PyScalar, ArrayValue, NoneValue], Field(discriminator="t")]
+"""An argument of an export: abstract (traced), or a concrete static value (public, e.g. a
+number of steps that a Python loop needs)."""
+
+
+class ExportRequest(_Wire):
+    """Trace and export `target` for these arguments (`jax.export`), and return the serialized
+    module, which the grader inspects and executes in its verifier.
+
+    The function itself is exported when `jax.export` accepts it (only a `jax.jit` result: the
+    module is then `direct`), else a jit of it. Outputs that JAX cannot serialize (a NamedTuple,
+    a dataclass) are flattened to their leaves. `fallback` gives public values (never hidden
+    ones) of some abstract arguments: where the function cannot be traced with those abstract (a
+    Python loop's count, an argument the student made static), it is exported again with them
+    baked in, and `baked` says which.
+    """
+
+    op: Literal["export"] = "export"
+    id: str
+    target: str
+    args: list[ExportArg]
+    fallback: dict[int, ExportArg] = Field(default_factory=dict)
+    set_globals: dict[str, Value] = Field(
+        default_factory=dict, description="bound in the namespace while tracing, then restored")
+
+
 Request = Annotated[
-    Union[LookupRequest, ValueRequest, CallRequest, TraceRequest, CompileCountRequest],
+    Union[LookupRequest, ValueRequest, CallRequest, TraceRequest, CompileCountRequest, ExportRequest],
     Field(discriminator="op"),
 ]
 
@@ -256,10 +304,12 @@ Request = Annotated[
 
 
 class Raised(_Wire):
-    """An exception raised by the student's code."""
+    """An exception raised by the student's code; `line` is the line of the student's cell where
+    it was raised (the innermost frame of a cell), when it is known."""
 
     ename: Text
     evalue: Text
+    line: Annotated[int, Field(ge=0)] | None = None
 
 
 class Parameter(_Wire):
@@ -296,8 +346,31 @@ class CompileCountResult(_Wire):
     names: list[Text] = Field(max_length=10_000)
 
 
+MAX_MODULE_CHARS = 6 * 2**20
+"""Base64 characters of one exported module (4.5 MiB of StableHLO bytecode; the course's are a
+few KB)."""
+
+
+class ExportResult(_Wire):
+    """An exported program: `module` (base64 of `Exported.serialize()`); `direct`, whether it is
+    the function's own jit, exported with every argument abstract; `baked`, the arguments exported
+    with their values; `out_tree`, what the function returned, as JAX writes its tree
+    structure; `jit_refused`, why `jax.export` refused the function itself, when it did."""
+
+    op: Literal["export"] = "export"
+    module: Annotated[str, Field(max_length=MAX_MODULE_CHARS)]
+    direct: bool
+    jitted: bool = Field(description="the function is a jax.jit result, as jax.export tests it")
+    baked: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=64)
+    out_tree: Text
+    fun_name: Text
+    jit_refused: Text | None = None
+    abstract_raised: Raised | None = Field(
+        default=None, description="what tracing with every argument abstract raised, when it was baked")
+
+
 Result = Annotated[
-    Union[LookupResult, ValuesResult, TraceResult, CompileCountResult], Field(discriminator="op")
+    Union[LookupResult, ValuesResult, TraceResult, CompileCountResult, ExportResult], Field(discriminator="op")
 ]
 
 ObservationStatus = Literal["ok", "missing", "raised", "timeout", "crashed"]

@@ -152,9 +152,28 @@ def encode(obj: Any, depth: int = 0) -> dict:
     return _pytree(obj) or _opaque(obj)
 
 
+_CELL_FILE = re.compile(r"(ipykernel_\d+[/\\]\d+\.py|<ipython-input-[\d-]+>)$")
+
+
+def _cell_line(exc: BaseException) -> int | None:
+    """The line, in the student's cell, of the innermost frame of a cell in the traceback."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if _CELL_FILE.search(tb.tb_frame.f_code.co_filename):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
 def _raised(exc: BaseException) -> dict:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return {"ename": type(exc).__name__, "evalue": _short(first)}
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    raised = {"ename": type(exc).__name__, "evalue": _short(first)}
+    line = _cell_line(exc)
+    if line is not None:
+        raised["line"] = line
+    return raised
 
 
 # ----------------------------------------------------------------------------- operations
@@ -279,12 +298,137 @@ def op_compile_count(request: dict, namespace: dict) -> dict:
     return {"op": "compile_count", "compiles": len(names), "names": names}
 
 
+class _QuietDebugging:
+    """While exporting: `jax.debug.print` / `jax.debug.callback` lower to nothing, so a module
+    with debugging aids (which section 2.6 teaches) serializes; host callbacks cannot."""
+
+    def __enter__(self) -> _QuietDebugging:
+        import dataclasses
+
+        from jax._src import debugging
+        from jax._src.interpreters import mlir
+
+        def nothing(ctx: Any, *args: Any, **kwargs: Any) -> list:
+            return []
+
+        self._saved: list[tuple[dict, Any, Any]] = []
+        for name in ("debug_callback_p", "debug_print_p"):
+            primitive = getattr(debugging, name, None)
+            if primitive is None:
+                continue
+            for table in [mlir._lowerings, *mlir._platform_specific_lowerings.values()]:
+                if primitive in table:
+                    self._saved.append((table, primitive, table[primitive]))
+                    table[primitive] = dataclasses.replace(table[primitive], rule=nothing)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for table, primitive, rule in self._saved:
+            table[primitive] = rule
+
+
+def _export_arg(value: dict) -> Any:
+    import jax
+
+    if value["t"] == "abstract":
+        return jax.ShapeDtypeStruct(tuple(value["shape"]), value["dtype"], weak_type=value.get("weak", False))
+    return decode(value)
+
+
+def _exported(fn: Any, args: list, traced: list[int], name: str) -> tuple[Any, bool, str | None, str]:
+    """(Exported, direct, why the function itself was refused, its output's tree): the
+    function's own jit when `jax.export` accepts it and its output serializes, else a jit of it
+    with flat outputs."""
+    import jax
+    from jax import export
+
+    refused = None
+    if len(traced) == len(args):
+        try:
+            exported = export.export(fn)(*args)
+            if _serializable(exported):
+                return exported, True, None, str(exported.out_tree)
+        except ValueError as exc:
+            if "must be the result of `jit`" not in str(exc):
+                raise
+            refused = _short(str(exc).splitlines()[0])
+    trees: list[str] = []
+
+    def flat(*values: Any) -> list:
+        full = list(args)
+        for i, v in zip(traced, values):
+            full[i] = v
+        leaves, tree = jax.tree_util.tree_flatten(fn(*full))
+        trees.append(str(tree))
+        return leaves
+
+    flat.__name__ = name
+    direct = refused is None and len(traced) == len(args)
+    exported = export.export(jax.jit(flat))(*(args[i] for i in traced))
+    return exported, direct, refused, trees[0] if trees else "?"
+
+
+def _serializable(exported: Any) -> bool:
+    """Whether the output tree holds only what serializes without registration."""
+    text = str(exported.out_tree)
+    return "CustomNode" not in text and "namedtuple" not in text
+
+
+def op_export(request: dict, namespace: dict) -> dict:
+    """Export the function for abstract arguments; bake the fallback values in where it cannot
+    be traced with them abstract."""
+    import base64
+    import dataclasses
+
+    import jax
+
+    fn = _resolve(namespace, request["target"])
+    name = _short(str(getattr(fn, "__name__", request["target"])))
+    specs = list(request["args"])
+    overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
+    saved = {k: namespace[k] for k in overrides if k in namespace}
+    namespace.update(overrides)
+    try:
+        with jax.disable_jit(False), _QuietDebugging():
+            baked: list[int] = []
+            abstract_raised = None
+            args = [_export_arg(a) for a in specs]
+            try:
+                exported, direct, refused, tree = _exported(fn, args, list(range(len(args))), name)
+            except Exception as exc:
+                fallback = {int(k): v for k, v in request.get("fallback", {}).items()}
+                if not fallback:
+                    raise
+                abstract_raised = _raised(exc)
+                baked = sorted(fallback)
+                args = [_export_arg(fallback.get(i, a)) for i, a in enumerate(specs)]
+                traced = [i for i in range(len(args)) if i not in fallback]
+                exported, direct, refused, tree = _exported(fn, args, traced, name)
+    finally:
+        for k in overrides:
+            namespace.pop(k, None)
+        namespace.update(saved)
+    effects = tuple(e for e in exported.unordered_effects if type(e).__name__ != "DebugEffect")
+    exported = dataclasses.replace(exported, unordered_effects=effects)
+    blob = exported.serialize()
+    from jax._src import stages
+
+    result = {"op": "export", "module": base64.b64encode(bytes(blob)).decode("ascii"), "direct": direct,
+              "jitted": isinstance(fn, stages.Wrapped), "baked": baked, "out_tree": _short(tree), "fun_name": _short(exported.fun_name)}
+    if refused:
+        result["jit_refused"] = refused
+    if abstract_raised:
+        result["abstract_raised"] = abstract_raised
+    return result
+
+
 OPERATIONS: dict[str, Callable[[dict, dict], dict]] = {
     "lookup": op_lookup,
     "value": op_value,
     "call": op_call,
     "trace": op_trace,
     "compile_count": op_compile_count,
+    "export": op_export,
 }
 
 

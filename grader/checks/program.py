@@ -1,0 +1,226 @@
+"""Checks on the exported program: from a check's cases to exports and module runs, and from
+what came back to the student's answers, with verdicts that teach when JAX could not trace.
+
+Each case is exported for its arguments' abstract values (shape, dtype, weak type): a Python
+float is a weakly typed float32 scalar, as JAX sees `f(1.0)`; a NumPy array keeps its shape and
+its dtype (64-bit ones become 32-bit, as JAX does without x64). Cases of one signature share
+one export; the values go only to the verifier, as the module's inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grader.cases import Case, to_calls
+from grader.checks.base import CheckOutcome, ModuleRun, Planner, RunOutcome, Seen, result_of
+from grader.errors import AssignmentBug
+from grader.probe.protocol import Abstract, ExportArg, ExportResult, OpaqueValue, Raised, Request, Value, ValuesResult
+from grader.values import Tree, from_wire, to_wire
+
+_NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex128": "complex64"}
+
+HINTS = {
+    "TracerBoolConversionError": "a Python `if` or `while` on a traced value; use lax.cond, lax.switch or "
+                                 "lax.while_loop (section 2.4)",
+    "ConcretizationTypeError": "a traced value used where Python needs a concrete one (a shape, a range, a "
+                               "Python condition); use lax control flow, or keep that argument static (2.4-2.5)",
+    "TracerIntegerConversionError": "a traced value used as a Python int (range(n), a list index); use "
+                                    "lax.fori_loop or jnp indexing (2.4)",
+    "TracerArrayConversionError": "NumPy called on a traced value (np.asarray, np.where...); use jax.numpy",
+    "NonConcreteBooleanIndexError": "a boolean mask used as an index (its size is unknown when traced); use "
+                                    "jnp.where",
+    "UnexpectedTracerError": "a traced value escaped the function (stored in a global or a list outside it)",
+}
+
+
+def _abstract(value: Any) -> Abstract:
+    if type(value) is bool:
+        return Abstract(shape=[], dtype="bool")
+    if type(value) is int:
+        return Abstract(shape=[], dtype="int32", weak=True)
+    if type(value) is float:
+        return Abstract(shape=[], dtype="float32", weak=True)
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        dtype = _NARROW.get(str(arr.dtype), str(arr.dtype))
+        return Abstract(shape=list(arr.shape), dtype=dtype)
+    raise AssignmentBug("cases", f"a {type(value).__name__} argument cannot be exported: use arrays and scalars")
+
+
+def _concrete(value: Any) -> ExportArg:
+    wire = to_wire(value)
+    assert not isinstance(wire, (list, dict)), "cases give scalars and arrays"
+    return wire  # type: ignore[return-value]
+
+
+class ProgramCalls:
+    """A student function's program run on a list of cases: one export per distinct signature
+    (and baked public values), one module run per export."""
+
+    def __init__(self, planner: Planner, function: str, cases: list[Case], public: set[int],
+                 set_globals: dict[str, Value] | None = None, *, inspect_only: bool = False):
+        self.function = function
+        self.cases = cases
+        self._runs: dict[str, ModuleRun] = {}
+        self._where: list[tuple[ModuleRun, int]] = []
+        grouped: dict[str, tuple[Any, list[list[Value]]]] = {}
+        for case in cases:
+            if case.kwargs:
+                raise AssignmentBug(function, "a case with keyword arguments cannot be exported")
+            args: list[ExportArg] = [_abstract(v) for v in case.args]
+            fallback = {i: _concrete(v) for i, v in enumerate(case.args) if i in public}
+            export = planner.export(function, args, fallback, set_globals)
+            inputs = [] if inspect_only else [to_wire(v) for v in case.args]
+            entry = grouped.setdefault(export.id, (export, []))
+            self._where.append((export.id, len(entry[1])))  # type: ignore[arg-type]
+            if not inspect_only:
+                entry[1].append(inputs)
+        for export_id, (export, inputs) in grouped.items():
+            self._runs[export_id] = ModuleRun(export=export, inputs=inputs)
+        self.exports = [run.export for run in self._runs.values()]
+
+    def runs(self) -> list[ModuleRun]:
+        return list(self._runs.values())
+
+    # ------------------------------------------------------------------ what came back
+
+    def exported(self, seen: Seen, hint: str) -> list[ExportResult] | CheckOutcome:
+        """Every export's result, or the verdict that replaces them (not defined, not traceable...)."""
+        results = []
+        for export in self.exports:
+            obs = seen.of(export)
+            if obs is None:
+                return CheckOutcome(status="error", message=f"{hint}: the grader got no answer about "
+                                                            f"`{self.function}` (no program)")
+            if obs.status == "missing":
+                return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.")
+            if obs.status == "raised" and obs.raised is not None:
+                return could_not_trace(self.function, obs.raised, hint)
+            if obs.status != "ok":
+                status = "timeout" if obs.status == "timeout" else "error"
+                return CheckOutcome(status=status, message=f"{hint}: tracing `{self.function}` did not finish "
+                                                           f"({obs.detail})")
+            if not isinstance(obs.result, ExportResult):
+                return CheckOutcome(status="error", message=f"{hint}: the probe's program for `{self.function}` "
+                                                            "was unreadable")
+            results.append(obs.result)
+        return results
+
+    def outcomes(self, seen: Seen, hint: str) -> list[RunOutcome] | CheckOutcome:
+        """What the verifier did with each export's module, or the verdict that replaces it."""
+        exported = self.exported(seen, hint)
+        if isinstance(exported, CheckOutcome):
+            return exported
+        outcomes = []
+        for run in self._runs.values():
+            outcome = seen.run(run)
+            if outcome is None:
+                return CheckOutcome(status="error", message=f"{hint}: the verifier did not run `{self.function}`")
+            if outcome.status == "timeout":
+                return CheckOutcome(status="timeout", message=f"{hint}: `{self.function}` did not finish "
+                                                              f"({outcome.detail})")
+            if outcome.status == "refused":
+                return CheckOutcome(status="error", message=f"{hint}: the program of `{self.function}` cannot be "
+                                                            f"run by the grader ({outcome.detail})")
+            if outcome.status != "ok":
+                return CheckOutcome(status="error", message=f"{hint}: running `{self.function}` failed "
+                                                            f"({outcome.detail})")
+            outcomes.append(outcome)
+        return outcomes
+
+    def answers(self, seen: Seen, hint: str) -> list[Any] | CheckOutcome:
+        """The student's answer for each case, in order: the module's output leaves, put back in
+        the shape the function returned them (a leaf, or a tuple of leaves; a dict stays opaque)."""
+        exported = self.exported(seen, hint)
+        if isinstance(exported, CheckOutcome):
+            return exported
+        outcomes = self.outcomes(seen, hint)
+        if isinstance(outcomes, CheckOutcome):
+            return outcomes
+        trees = {e.id: r.out_tree for e, r in zip(self.exports, exported)}
+        by_export = {export_id: outcome for export_id, outcome in zip(self._runs, outcomes)}
+        answers = []
+        for export_id, index in self._where:
+            values = by_export[export_id].values or []
+            if index >= len(values):
+                return CheckOutcome(status="error", message=f"{hint}: the verifier returned too few results")
+            answers.append(answer_of(values[index], trees[export_id]))
+        return answers
+
+
+def tree_kind(out_tree: str) -> str:
+    """The top of a tree as JAX writes it: PyTreeDef(*), PyTreeDef((*, *)), PyTreeDef({...})..."""
+    inner = out_tree[len("PyTreeDef("):] if out_tree.startswith("PyTreeDef(") else out_tree
+    if inner.startswith("*"):
+        return "leaf"
+    if inner.startswith("None"):
+        return "none"
+    if inner.startswith("{"):
+        return "dict"
+    if inner.startswith("CustomNode(namedtuple"):
+        return "namedtuple"
+    return {"(": "tuple", "[": "list"}.get(inner[:1], "other")
+
+
+def answer_of(leaves: list[Any], out_tree: str) -> Any:
+    kind = tree_kind(out_tree)
+    if kind == "leaf" and len(leaves) == 1:
+        return leaves[0]
+    if kind == "none":
+        return None
+    if kind == "dict":
+        return OpaqueValue(type="dict", repr=out_tree[len("PyTreeDef("):-1][:200])
+    if kind in ("namedtuple", "other"):
+        return Tree(type=out_tree[len("PyTreeDef("):].split("[", 1)[-1].split("]", 1)[0][:40] or "pytree",
+                    leaves=tuple(leaves))
+    return tuple(leaves) if kind == "tuple" else list(leaves)
+
+
+def could_not_trace(function: str, raised: Raised, hint: str) -> CheckOutcome:
+    """The verdict for a function JAX could not trace, in the chapter's words where it has them."""
+    where = f" at line {raised.line} of its cell" if raised.line else ""
+    teach = HINTS.get(raised.ename)
+    if raised.ename == "NotImplementedError" and "callback" in raised.evalue:
+        teach = "it calls back into Python (jax.pure_callback / io_callback), which the grader does not run"
+    detail = teach or raised.evalue
+    return CheckOutcome(status="error", message=f"{hint}: `{function}` could not be traced by jax.jit: "
+                                                f"{raised.ename}{where}: {detail}")
+
+
+def public_positions(spec_public: list[int] | None, hidden: bool, cases: list[Case]) -> set[int]:
+    """The arguments whose values may reach the kernel, to be baked into the program where the
+    function cannot be traced with them abstract: only those the spec names (baking every
+    argument would let code that JAX cannot trace, NumPy on the inputs, pass as a program)."""
+    return set(spec_public or [])
+
+
+class StudentCalls:
+    """A student function's answers on a check's cases: from its exported program, executed by
+    the verifier (source "module"), or as the kernel reports them (source "kernel")."""
+
+    def __init__(self, planner: Planner, function: str, cases: list[Case], *, source: str,
+                 public: set[int], set_globals: dict[str, Value] | None = None, jit: bool = False):
+        self.function, self.source = function, source
+        self.program = ProgramCalls(planner, function, cases, public, set_globals) if source == "module" else None
+        self.call = None if self.program else planner.call(function, to_calls(cases), jit=jit,
+                                                             set_globals=set_globals)
+
+    def requests(self) -> list[Request]:
+        return list(self.program.exports) if self.program else [self.call]  # type: ignore[list-item]
+
+    def runs(self) -> list[ModuleRun]:
+        return self.program.runs() if self.program else []
+
+    def answers(self, seen: Seen, hint: str, subject: str | None = None) -> list[Any] | CheckOutcome:
+        if self.program:
+            return self.program.answers(seen, hint)
+        assert self.call is not None
+        result = result_of(seen, self.call, ValuesResult, subject or f"`{self.function}`", hint)
+        if isinstance(result, CheckOutcome):
+            return result
+        if len(result.values) != len(self.call.calls):  # only a tampered probe answers fewer
+            return CheckOutcome(status="error", message=f"{hint}: the probe's answer about `{self.function}` "
+                                                        "was unreadable")
+        return [from_wire(v) for v in result.values]

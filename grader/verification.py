@@ -1,0 +1,139 @@
+"""From the checks' module runs to verifier jobs, and from the verifier's results back to runs.
+
+Every run of one exported module becomes part of one job (the module is deserialized and
+compiled once, all its calls executed, its facts read once); identical modules that several
+exports returned (the same program, baked values unused) are one job too. What comes back is
+validated by the verifier client; here it is cut back into each run's share and turned into
+NumPy values for the checks.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from grader.checks import Check, ModuleRun, RunOutcome
+from grader.checks.base import ModuleFacts
+from grader.probe.protocol import ExportResult, Observation
+from grader.values import from_wire
+from grader.verifier.client import VerifierJob, VerifierResult
+
+MAX_CALLS_PER_JOB = 64
+"""Calls of one module the verifier takes in one job; more are split into several jobs."""
+
+
+class Verifying(Protocol):
+    """Runs jobs: the sandboxed Verifier for grading, LocalVerifier for self-checks."""
+
+    def run(self, jobs: list[VerifierJob], timeout: float) -> dict[str, VerifierResult]: ...
+
+
+def _outcome(result: VerifierResult | None, start: int, count: int) -> RunOutcome:
+    if result is None:
+        return RunOutcome(status="crashed", detail="the verifier gave no result")
+    facts = None
+    if result.facts is not None:
+        facts = ModuleFacts(ops=list(result.facts.ops), custom_calls=list(result.facts.custom_calls),
+                            inputs=len(result.facts.in_avals))
+    if result.status != "ok":
+        return RunOutcome(status=result.status, detail=result.detail, facts=facts)
+    values = result.values or []
+    if len(values) < start + count:
+        return RunOutcome(status="crashed", detail="the verifier returned fewer results than calls", facts=facts)
+    leaves = [[from_wire(v) for v in call] for call in values[start:start + count]]
+    return RunOutcome(status="ok", facts=facts, values=leaves)
+
+
+def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[str, Observation],
+               timeout: float, budget: float | None = None) -> dict[int, RunOutcome]:
+    """Run every check's module runs in the verifier, `timeout` seconds a module (within `budget`
+    for all, when given: what is left of the submission's limit); a run whose export failed is
+    left out (its check reads the export's failure instead)."""
+    by_module: dict[str, tuple[str, list[tuple[ModuleRun, int]]]] = {}  # digest -> (module, [(run, offset)])
+    calls: dict[str, list] = {}
+    for check in checks:
+        for run in check.runs():
+            obs = observations.get(run.export.id)
+            if obs is None or obs.status != "ok" or not isinstance(obs.result, ExportResult):
+                continue
+            digest = hashlib.sha256(obs.result.module.encode("ascii")).hexdigest()[:24]
+            module, placed = by_module.setdefault(digest, (obs.result.module, []))
+            job_calls = calls.setdefault(digest, [])
+            placed.append((run, len(job_calls)))
+            baked = set(obs.result.baked)  # those values are in the module: not inputs
+            job_calls.extend([v for i, v in enumerate(call) if i not in baked] for call in run.inputs)
+    if not by_module:
+        return {}
+    jobs, chunks = [], {}
+    for digest, (module, _) in by_module.items():
+        blob = base64.b64decode(module)
+        # the module's facts first, from a job that runs nothing: a structure check keeps them
+        # even when running the module hangs or crashes the verifier
+        jobs.append(VerifierJob(id=f"{digest}-facts", module=blob, calls=[]))
+        all_calls = calls[digest]
+        parts = [all_calls[i:i + MAX_CALLS_PER_JOB] for i in range(0, len(all_calls), MAX_CALLS_PER_JOB)]
+        chunks[digest] = [f"{digest}-{n}" for n in range(len(parts))]
+        jobs += [VerifierJob(id=job_id, module=blob, calls=part) for job_id, part in zip(chunks[digest], parts)]
+    total = timeout * len(jobs) if budget is None else min(timeout * len(jobs), budget)
+    results = verifier.run(jobs, total)
+    outcomes: dict[int, RunOutcome] = {}
+    for digest, (_, placed) in by_module.items():
+        facts = results.get(f"{digest}-facts")
+        merged = _merge(facts, [results.get(job_id) for job_id in chunks[digest]])
+        for run, offset in placed:
+            if run.inputs:
+                outcomes[id(run)] = _outcome(merged, offset, len(run.inputs))
+            else:  # inspect only
+                outcomes[id(run)] = _outcome(facts, 0, 0)
+    return outcomes
+
+
+def _merge(facts: VerifierResult | None, parts: list[VerifierResult | None]) -> VerifierResult | None:
+    """One module's results, from its facts job and the jobs its calls were split into."""
+    if facts is None or facts.status != "ok":
+        return facts
+    values = []
+    for part in parts:
+        if part is None or part.status != "ok":
+            return part if part is None else part.model_copy(update={"facts": facts.facts})
+        values += part.values or []
+    return facts.model_copy(update={"values": values})
+
+
+class InBackground:
+    """Verifies exercise by exercise in a thread of its own, while the kernel exports the next
+    exercise's functions: the verifier compiles on one core while the kernel traces on the other.
+    `submit` hands over an exercise's checks once the kernel has answered them; `result` waits
+    for every run (and raises what verifying raised, e.g. a verifier that cannot boot)."""
+
+    def __init__(self, verifier: Verifying, timeout: float, budget: Callable[[], float]):
+        self._verifier, self._timeout, self._budget = verifier, timeout, budget
+        self._jobs: queue.Queue = queue.Queue()
+        self._runs: dict[int, RunOutcome] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="verify", daemon=True)
+        self._thread.start()
+
+    def submit(self, checks: list[Check], observations: dict[str, Observation]) -> None:
+        self._jobs.put((checks, dict(observations)))
+
+    def _work(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            if self._error is not None:
+                continue
+            checks, observations = item
+            try:
+                self._runs.update(verify_all(self._verifier, checks, observations, self._timeout, self._budget()))
+            except BaseException as exc:  # surfaced in result(), in the grading thread
+                self._error = exc
+
+    def result(self) -> dict[int, RunOutcome]:
+        self._jobs.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._runs

@@ -1,0 +1,593 @@
+"""The grader's side of the verifier: start it in a sandbox, give it jobs, read bounded answers.
+
+One `Verifier` per submission. `launch()` starts the process when the submission's grading
+starts (it imports JAX while the kernel runs); `run()` sends jobs one at a time and reads each
+answer with a deadline; `close()` kills it and tears its sandbox down. The verifier executes
+hostile StableHLO, so it runs in the same sandbox as a kernel (grader/sandbox.py, with the
+verifier's runtime directory instead of the probe's and no connection file), and everything it
+sends is hostile data, checked here like a kernel's observations:
+
+    a line      at most MAX_LINE_BYTES, read from the pipe in bounded chunks (a 1 GB line is
+                never buffered); at most MAX_RESULT_NODES JSON values (counted on the bytes
+                before parsing, then by `measure()`), then the pydantic models below
+    an answer   for the job that was sent (its id), with one list of outputs per call, each of
+                the shapes the module declares
+
+A job that is still running at its deadline gets "timeout"; a verifier that dies during a job
+gives it "crashed"; a line that fails a check gives it "crashed" too. In each case the process is
+killed and a fresh one (a fresh sandbox) does the next job, at most `max_restarts` times per
+verifier, after which the remaining jobs are not run ("crashed", saying so).
+
+Time: `run(jobs, timeout)` gives the jobs `timeout` seconds in all, not counting the verifier's
+boots. Each job's deadline is its share of what is left, (time left) / (jobs left), so a job
+that hangs costs its own share only and time that fast jobs leave passes on to the later
+ones: every job gets at least timeout / len(jobs). A boot is bounded by `boot_timeout`; a
+verifier that cannot boot is the grader's fault (VerifierStartFailed, exit 3), not a student's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grader import lifetime
+from grader.errors import KernelError
+from grader.probe.protocol import MAX_NODES, MAX_TEXT, ArrayValue, PyScalar, TooLarge, measure
+from grader.sandbox import ENV_PASSED, VERIFIER_DIR, Sandbox, SandboxPolicy, available
+from grader.verifier import runtime as _runtime
+
+RUNTIME = VERIFIER_DIR / "runtime.py"
+BOOT_TIMEOUT_S = 60.0
+MAX_RESTARTS = 5
+MAX_LINE_BYTES = 16 * 2**20
+"""Bytes of one line from the verifier (400,000 values of up to 26 bytes each fit)."""
+MAX_RESULT_NODES = MAX_NODES
+"""JSON values of one result (the runtime keeps its outputs to MAX_VALUE_NODES, fewer)."""
+MAX_MODULE_BYTES = 6 * 2**20
+"""Bytes of one serialized module (the kernel sends at most 4.5 MiB; the course's are a few KB)."""
+MAX_ID = 200
+MAX_CALLS = _runtime.MAX_CALLS
+MAX_INPUTS = _runtime.MAX_INPUTS
+MAX_OUTPUTS = _runtime.MAX_OUTPUTS
+MAX_OPS = _runtime.MAX_OPS
+ALLOWED_CUSTOM_CALLS = _runtime.ALLOWED_CUSTOM_CALLS
+DEFAULT_POLICY = SandboxPolicy()  # the kernels' limits
+_READ_CHUNK = 1 << 20
+_EXIT_WAIT_S = 2.0  # after EOF, how long a dying verifier is given to be reaped
+
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+
+
+class VerifierStartFailed(KernelError):
+    """The verifier could not be started or did not become ready: the machine's fault."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"could not start the verifier: {reason}")
+        self.reason = reason
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Aval(_Wire):
+    """The abstract value of one flat input or output: shape, dtype (as JAX names it: it may be
+    bfloat16 even though values travel in the closed set of protocol dtypes) and weak type."""
+
+    shape: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(max_length=_runtime.MAX_RANK)
+    dtype: Annotated[str, Field(max_length=40)]
+    weak: bool
+
+
+class ModuleFacts(_Wire):
+    """What a module is, read by the verifier from the module itself. `ops` are the operation
+    names of the parsed module (StableHLO, CHLO and MHLO ones bare, as the probe's `lowered`
+    trace names them: "while", "case"; others with their dialect: "func.call")."""
+
+    fun_name: Text
+    platforms: list[Text] = Field(max_length=8)
+    in_avals: list[Aval] = Field(max_length=MAX_INPUTS)
+    out_avals: list[Aval] = Field(max_length=MAX_OUTPUTS)
+    in_tree: Text
+    out_tree: Text
+    nr_devices: int = Field(ge=0, le=2**31)
+    ops: list[Text] = Field(max_length=MAX_OPS)
+    custom_calls: list[Text] = Field(max_length=MAX_OPS)
+
+
+InputValue = Annotated[ArrayValue | PyScalar, Field(discriminator="t")]
+"""One flat input: an array (cast to the module's dtype when NumPy's `same_kind` allows it) or
+a Python number for a scalar input."""
+
+
+class VerifierJob(_Wire):
+    """Inspect a serialized module (`jax.export` bytes) and run it on each call: one value per
+    entry of the module's `in_avals`, in order. No calls: inspect only."""
+
+    id: Annotated[str, Field(min_length=1, max_length=MAX_ID)]
+    module: bytes = Field(max_length=MAX_MODULE_BYTES)
+    calls: list[Annotated[list[InputValue], Field(max_length=MAX_INPUTS)]] = Field(
+        default_factory=list, max_length=MAX_CALLS)
+
+
+Values = list[Annotated[list[ArrayValue], Field(max_length=MAX_OUTPUTS)]]
+
+VerifierStatus = Literal["ok", "refused", "error", "timeout", "crashed"]
+
+
+class _ResultLine(_Wire):
+    """A result as the verifier may send it (timeout and crashed are the grader's to say)."""
+
+    id: Text
+    status: Literal["ok", "refused", "error"]
+    facts: ModuleFacts | None
+    values: Values | None = Field(max_length=MAX_CALLS)
+    detail: Text | None
+
+
+class VerifierResult(_Wire):
+    """What became of one job.
+
+    ok        `facts`, and `values`: per call, the output leaves (in the order of
+              `facts.out_avals`)
+    refused   the module is not run (`detail` says why; `facts` when they could be read)
+    error     the module or a call failed (garbage bytes, inputs that do not fit, XLA raised)
+    timeout   still running at its deadline: the verifier was killed
+    crashed   the verifier died during the job, or sent an answer the grader cannot accept
+    """
+
+    id: Text
+    status: VerifierStatus
+    facts: ModuleFacts | None = None
+    values: Values | None = Field(default=None, max_length=MAX_CALLS)
+    detail: Text | None = None
+    seconds: float = Field(default=0.0, description="the job's wall time, measured by the grader")
+
+
+class BadAnswer(ValueError):
+    """A line from the verifier that is not an acceptable answer to the job sent."""
+
+
+def _short(text: str, limit: int = 500) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_result(line: bytes, job: VerifierJob) -> VerifierResult:
+    """Validate one line from the verifier as the answer to `job`; raise BadAnswer if it is not.
+
+    The bounds come before any structure is built: the line's size (the reader's cap), an upper
+    bound of its JSON values counted on the bytes (every value but the first in its container
+    follows a comma), `measure()` on the parsed object, then the models, then the answer's fit
+    to the job (its id, one list of outputs per call, of the shapes the module declares)."""
+    if len(line) > MAX_LINE_BYTES:
+        raise BadAnswer(f"a line over {MAX_LINE_BYTES // 2**20} MiB")
+    if line.count(b",") + line.count(b"[") + line.count(b"{") + 1 > 2 * MAX_RESULT_NODES:
+        raise BadAnswer(f"more than {MAX_RESULT_NODES:,} values")
+    try:
+        raw = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadAnswer(f"not JSON ({type(exc).__name__})") from None
+    try:
+        measure(raw, max_nodes=MAX_RESULT_NODES)
+    except TooLarge as exc:
+        raise BadAnswer(str(exc)) from None
+    if not isinstance(raw, dict):
+        raise BadAnswer("not an object")
+    try:
+        wire = _ResultLine.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))[:100]
+        raise BadAnswer(_short(f"{where}: {first.get('msg', 'invalid')}", 300)) from None
+    if wire.id != job.id:
+        raise BadAnswer("the answer of another job")
+    if wire.status == "ok":
+        if wire.facts is None or wire.values is None:
+            raise BadAnswer("an ok answer without facts or values")
+        if len(wire.values) != len(job.calls):
+            raise BadAnswer(f"{len(wire.values)} lists of outputs for {len(job.calls)} calls")
+        outs = wire.facts.out_avals
+        for i, leaves in enumerate(wire.values, 1):
+            if len(leaves) != len(outs):
+                raise BadAnswer(f"call {i}: {len(leaves)} outputs, the module declares {len(outs)}")
+            for value, aval in zip(leaves, outs):
+                carried = aval.dtype if aval.dtype in _runtime.DTYPES else "float32"
+                if value.shape != aval.shape or value.dtype != carried:
+                    raise BadAnswer(f"call {i}: an output that is not the {aval.dtype}{aval.shape} declared")
+    elif wire.values is not None:
+        raise BadAnswer(f"values in a {wire.status} answer")
+    return VerifierResult(**wire.model_dump())
+
+
+def job_line(job: VerifierJob) -> bytes:
+    """The job as the runtime reads it: one JSON line (non-finite floats as NaN/Infinity, which
+    Python's json reads back)."""
+    line = {"id": job.id, "module": base64.b64encode(job.module).decode("ascii"),
+            "calls": [[value.model_dump() for value in call] for call in job.calls]}
+    return (json.dumps(line) + "\n").encode("utf-8")
+
+
+# ----------------------------------------------------------------------------- the process
+
+
+class _Dead(Exception):
+    """The verifier's end of a pipe is closed: it exited (or was killed)."""
+
+
+class _LineTooLong(Exception):
+    pass
+
+
+class _Lines:
+    """Lines from a non-blocking pipe, with deadlines, never buffering more than `cap` bytes."""
+
+    def __init__(self, fd: int, cap: int):
+        self.fd, self.cap = fd, cap
+        self.buffer = bytearray()
+        self._scanned = 0
+        os.set_blocking(fd, False)
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+
+    def pending(self) -> bool:
+        return bool(self.buffer)
+
+    def readline(self, deadline: float) -> bytes:
+        """The next line (without its newline); TimeoutError, _Dead or _LineTooLong."""
+        while True:
+            end = self.buffer.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self.buffer[:end])
+                del self.buffer[: end + 1]
+                self._scanned = 0
+                return line
+            self._scanned = len(self.buffer)
+            if len(self.buffer) > self.cap:
+                raise _LineTooLong
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if not self._poll.poll(max(1, int(left * 1000))):
+                continue
+            try:
+                chunk = os.read(self.fd, min(_READ_CHUNK, self.cap + 1 - len(self.buffer)))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise _Dead
+            self.buffer += chunk
+
+
+def _write_all(fd: int, data: bytes, deadline: float) -> None:
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT | select.POLLERR | select.POLLHUP)
+    view = memoryview(data)
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        if not poll.poll(max(1, int(left * 1000))):
+            continue
+        try:
+            n = os.write(fd, view[:_READ_CHUNK])
+        except BlockingIOError:
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            raise _Dead from None
+        view = view[n:]
+
+
+def _environment(scratch: Path) -> dict[str, str]:
+    """What the verifier's process starts with (bwrap clears it again inside the sandbox)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
+           "JAX_PLATFORMS": "cpu"}
+    env.update({name: os.environ[name] for name in ENV_PASSED if name in os.environ})
+    return env
+
+
+def _scratch_directory() -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-verify-"))  # sandbox.sweep finds it by pid
+
+
+def runtime_command() -> list[str]:
+    """The verifier's program: the runtime file, in isolated mode (no PYTHON* variables, no user
+    site, not its directory on sys.path), writing no bytecode."""
+    return [sys.executable, "-I", "-B", str(RUNTIME)]
+
+
+class VerifierProcess:
+    """One verifier process (or `argv`, for tests) in a fresh sandbox of its own; `kill()` ends
+    it and removes the sandbox (processes, cgroups, the scratch mount and directory)."""
+
+    def __init__(self, policy: SandboxPolicy | None, argv: Sequence[str] | None = None):
+        self.scratch = _scratch_directory()
+        lifetime.track(self)
+        self.sandbox = (Sandbox(self.scratch, policy, available(), runtime_dir=VERIFIER_DIR)
+                        if policy else None)
+        self.started = time.monotonic()
+        self.ready_at: float | None = None
+        self.jax_version: str | None = None
+        self.popen: subprocess.Popen | None = None
+        command = list(argv) if argv is not None else runtime_command()
+        try:
+            if self.sandbox:
+                self.sandbox.prepare()
+                command = self.sandbox.wrap(command)
+            self.popen = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                cwd=self.scratch, env=_environment(self.scratch), start_new_session=True)
+        except BaseException as exc:
+            self.kill()
+            if not isinstance(exc, Exception):
+                raise
+            raise VerifierStartFailed(f"{type(exc).__name__}: {exc}") from None
+        assert self.popen.stdin is not None and self.popen.stdout is not None
+        os.set_blocking(self.popen.stdin.fileno(), False)
+        self.lines = _Lines(self.popen.stdout.fileno(), MAX_LINE_BYTES)
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_at is not None
+
+    @property
+    def boot_seconds(self) -> float | None:
+        return None if self.ready_at is None else self.ready_at - self.started
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def wait_ready(self, timeout: float) -> None:
+        """Read the ready line; VerifierStartFailed (the process killed) when it does not come."""
+        if self.ready:
+            return
+        deadline = self.started + timeout
+        try:
+            line = self.lines.readline(deadline)
+            ready = json.loads(line.decode("utf-8"))
+            if not (isinstance(ready, dict) and ready.get("ready") is True
+                    and isinstance(ready.get("jax"), str)):
+                raise ValueError("not a ready line")
+        except TimeoutError:
+            why = f"not ready after {timeout:g} s"
+        except _Dead:
+            why = f"it exited while starting ({self.exit_status()})"
+        except (_LineTooLong, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            why = f"its first line is not a ready line ({type(exc).__name__})"
+        else:
+            self.ready_at = time.monotonic()
+            self.jax_version = _short(ready["jax"], 40)
+            return
+        self.kill()
+        raise VerifierStartFailed(why)
+
+    def send(self, data: bytes, deadline: float) -> None:
+        if self.popen is None or self.popen.stdin is None:
+            raise _Dead
+        _write_all(self.popen.stdin.fileno(), data, deadline)
+
+    def readline(self, deadline: float) -> bytes:
+        return self.lines.readline(deadline)
+
+    def exit_status(self) -> str:
+        """How the process ended, in words (it is waited for a moment)."""
+        if self.popen is None:
+            return "it was never started"
+        try:
+            code = self.popen.wait(timeout=_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return "its output closed"
+        if code < 0:
+            return f"killed by signal {-code}"
+        if code > 128 and self.sandbox and self.sandbox.has("namespaces"):
+            return f"killed by signal {code - 128}"  # bubblewrap reports its child's signal so
+        return f"exit status {code}"
+
+    def out_of_memory(self) -> bool:
+        """Whether the sandbox's memory cgroup has killed a process or hit its limit."""
+        group = self.sandbox.cgroup("memory") if self.sandbox else None
+        if group is None:
+            return False
+        try:
+            control = (group / "memory.oom_control").read_text()
+            failcnt = int((group / "memory.failcnt").read_text())
+        except (OSError, ValueError):
+            return False
+        kills = [line.split()[1] for line in control.splitlines() if line.startswith("oom_kill ")]
+        return failcnt > 0 or (bool(kills) and kills[0] != "0")
+
+    def peak_memory_bytes(self) -> int | None:
+        """The sandbox's peak memory use (cgroup v1 memory.max_usage_in_bytes)."""
+        group = self.sandbox.cgroup("memory") if self.sandbox else None
+        try:
+            return int((group / "memory.max_usage_in_bytes").read_text()) if group else None
+        except (OSError, ValueError):
+            return None
+
+    def death(self) -> str:
+        """Why the process died, for a crashed job's detail."""
+        status = self.exit_status()
+        if self.out_of_memory():
+            limit = self.sandbox.policy.memory_bytes if self.sandbox else None
+            cap = f" of {limit / 2**30:.3g} GiB" if limit else ""
+            return f"the verifier died ({status}) at its memory limit{cap}"
+        return f"the verifier died ({status})"
+
+    def kill(self) -> None:
+        """Kill the process and everything in its sandbox; remove the sandbox. Idempotent."""
+        lifetime.untrack(self)
+        popen, self.popen = self.popen, None
+        if popen is not None:
+            if popen.poll() is None:
+                try:
+                    os.killpg(popen.pid, signal.SIGKILL)  # its session: start_new_session
+                except (ProcessLookupError, PermissionError):
+                    pass
+                popen.kill()
+            try:
+                popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            for pipe in (popen.stdin, popen.stdout):
+                try:
+                    if pipe is not None:
+                        pipe.close()
+                except OSError:
+                    pass
+        if self.sandbox is not None:
+            self.sandbox.cleanup()  # whatever it started, wherever it went
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- the verifier
+
+
+class Verifier:
+    """The verifier of one submission. `sandbox=None` runs it unsandboxed (--no-sandbox)."""
+
+    def __init__(self, sandbox: SandboxPolicy | None = DEFAULT_POLICY, *,
+                 boot_timeout: float = BOOT_TIMEOUT_S, max_restarts: int = MAX_RESTARTS,
+                 program: Sequence[str] | None = None):
+        """`program` replaces the runtime by another command in the same sandbox (tests only:
+        a verifier that misbehaves)."""
+        self.policy = sandbox
+        self.program = list(program) if program is not None else None
+        self.boot_timeout = boot_timeout
+        self.max_restarts = max_restarts
+        self.restarts = 0  # processes started after the first
+        self.boot_seconds: float | None = None  # launch to ready, of the latest process
+        self.jax_version: str | None = None
+        self._process: VerifierProcess | None = None
+        self._started = 0
+
+    @property
+    def process(self) -> VerifierProcess | None:
+        """The current process (None between a kill and the next job)."""
+        return self._process
+
+    def launch(self) -> Verifier:
+        """Start the verifier now and return at once: it boots (imports JAX) meanwhile."""
+        if self._process is None:
+            self._process = VerifierProcess(self.policy, self.program)
+            self._started += 1
+        return self
+
+    def wait_ready(self) -> Verifier:
+        """Launch (if not yet) and wait until the verifier is ready."""
+        self.launch()
+        assert self._process is not None
+        try:
+            self._process.wait_ready(self.boot_timeout)
+        except VerifierStartFailed:
+            self._process = None  # killed already
+            raise
+        self.boot_seconds = self._process.boot_seconds
+        self.jax_version = self._process.jax_version
+        return self
+
+    def _ready_process(self) -> VerifierProcess | None:
+        """A ready verifier, a fresh one if the last one died or spoke out of turn; None when
+        the restarts are used up."""
+        proc = self._process
+        if proc is not None and (not proc.alive() or proc.lines.pending()):
+            self._kill()
+        if self._process is None:
+            if self._started > self.max_restarts:  # the first start and max_restarts more
+                return None
+            if self._started > 0:
+                self.restarts += 1
+            self.launch()
+        self.wait_ready()
+        return self._process
+
+    def _kill(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process = None
+
+    def run(self, jobs: Sequence[VerifierJob], timeout: float) -> dict[str, VerifierResult]:
+        """Do the jobs in order; a result for each, by id. Never raises for what a job holds
+        (VerifierStartFailed when a verifier cannot boot; KeyboardInterrupt kills it)."""
+        ids = [job.id for job in jobs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("job ids must be unique")
+        if not timeout > 0:
+            raise ValueError(f"the jobs need some time, not {timeout!r} s")
+        results: dict[str, VerifierResult] = {}
+        end: float | None = None
+        try:
+            for index, job in enumerate(jobs):
+                waited = time.monotonic()
+                proc = self._ready_process()
+                waited = time.monotonic() - waited
+                if proc is None:
+                    results[job.id] = VerifierResult(
+                        id=job.id, status="crashed",
+                        detail=f"not run: the verifier was restarted {self.restarts} "
+                               f"time{'s' if self.restarts != 1 else ''} already")
+                    continue
+                now = time.monotonic()
+                end = now + timeout if end is None else end + waited  # boots are not the jobs' time
+                share = max(0.0, end - now) / (len(jobs) - index)
+                results[job.id] = self._do(proc, job, share)
+        except BaseException:
+            self._kill()
+            raise
+        return results
+
+    def _do(self, proc: VerifierProcess, job: VerifierJob, share: float) -> VerifierResult:
+        started = time.monotonic()
+        deadline = started + share
+
+        def ended(status: VerifierStatus, detail: str) -> VerifierResult:
+            return VerifierResult(id=job.id, status=status, detail=detail, seconds=time.monotonic() - started)
+
+        try:
+            proc.send(job_line(job), deadline)
+            line = proc.readline(deadline)
+        except TimeoutError:
+            self._kill()
+            return ended("timeout", f"still running after {share:.3g} s")
+        except _Dead:
+            detail = proc.death()
+            self._kill()
+            return ended("crashed", detail)
+        except _LineTooLong:
+            self._kill()
+            return ended("crashed", f"the verifier sent a line over {MAX_LINE_BYTES // 2**20} MiB")
+        try:
+            result = parse_result(line, job)
+        except BadAnswer as exc:
+            self._kill()
+            return ended("crashed", _short(f"the verifier sent an answer the grader cannot accept: {exc}"))
+        return result.model_copy(update={"seconds": time.monotonic() - started})
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak memory of the current process's sandbox (None without the cgroup layer)."""
+        return self._process.peak_memory_bytes() if self._process else None
+
+    def close(self) -> None:
+        """Kill the verifier and remove its sandbox: no process, cgroup or mount is left."""
+        self._kill()
+
+    def __enter__(self) -> Self:
+        return self.launch()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

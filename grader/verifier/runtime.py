@@ -1,0 +1,454 @@
+"""The verifier: runs in its own sandbox, judges nothing, and executes exported JAX modules.
+
+The student's kernel no longer reports what its functions return: it exports each one
+(`jax.export.export(jitted)(*avals).serialize()`, a StableHLO module) and the grader runs that
+module here, on visible and hidden inputs, in a process that runs no student Python.
+
+It is loaded by file path (`python -I runtime.py`, never as part of the `grader` package), so it
+imports nothing but the standard library, NumPy and JAX. It speaks JSON lines:
+
+    stdin   one job per line:  {"id": str, "module": base64 of the serialized module,
+                                "calls": [[wire value, ...], ...]}   (one value per flat input)
+    stdout  first  {"ready": true, "jax": version}   once JAX is imported and warmed up,
+            then one result per job, in order:
+                   {"id", "status": "ok"|"refused"|"error", "facts": {...}|null,
+                    "values": [[wire value of each output leaf], ...]|null, "detail": str|null}
+
+A module is refused (never run) when it calls custom-call targets outside ALLOWED_CUSTOM_CALLS
+(Python callbacks above all: they would run code that is not in the module), talks to the host
+(infeed, outfeed, send, recv), uses ops outside the StableHLO dialects, is not for CPU, has
+effects, symbolic shapes, more than MAX_INPUTS inputs or MAX_OUTPUTS outputs, or a `main` whose
+signature does not match the inputs and outputs it declares. Its facts (ops, custom calls) are
+read by walking the parsed module's operations, never from its text, whose locations and string
+attributes are the student's to choose.
+
+A bad job (garbage bytes, inputs of the wrong shape, an exception in XLA) is that job's "error";
+the process lives on until EOF or until the sandbox's limits (or the grader) end it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import sys
+import time
+from typing import Any
+
+MAX_TEXT = 300  # characters of a detail, a name, a tree description
+MAX_ELEMENTS = 100_000  # elements of one output array
+MAX_VALUE_NODES = 350_000  # JSON values of all the outputs of one job (the grader reads 400,000)
+MAX_INPUTS = 256  # flat inputs of a module
+MAX_OUTPUTS = 256  # flat outputs of a module
+MAX_CALLS = 64  # calls in one job
+MAX_OPS = 1_000  # distinct op names reported
+MAX_RANK = 32
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128")
+NON_FINITE = ("nan", "inf", "-inf")
+
+# The custom-call targets a module may use: what JAX 0.12 emits on CPU for jnp.linalg and
+# jax.scipy.linalg (LAPACK through XLA's FFI, jax.export's list of stable CPU kernels), and the
+# sharding annotations it writes around them. No Python callback (xla_python_cpu_callback,
+# xla_ffi_python_cpu_callback, xla_ffi_partitioned_python_cpu_callback, ...): it would call a
+# function registered in another process, or this one's; no GPU or TPU kernel (they cannot run
+# here); no AllocateBuffer (uninitialised memory).
+_LAPACK = ("potrf", "geqrf", "orgqr", "syevd", "geev", "gesdd", "getrf", "sytrd", "gehrd", "gees",
+           "trsm", "gtsv")
+_COMPLEX_NAMES = {"orgqr": "ungqr", "syevd": "heevd", "sytrd": "hetrd"}
+ALLOWED_CUSTOM_CALLS = frozenset(
+    [f"lapack_{t}{name}_ffi" for name in _LAPACK for t in "sd"]
+    + [f"lapack_{t}{_COMPLEX_NAMES.get(name, name)}_ffi" for name in _LAPACK for t in "cz"]
+    + ["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "shape_assertion",
+       "annotate_device_placement"]
+)
+HOST_OPS = frozenset({"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"})
+DIALECTS = ("builtin", "func", "stablehlo", "chlo", "mhlo", "sdy")
+_BARE = ("stablehlo", "chlo", "mhlo")  # reported without their dialect, as the probe does
+
+# MLIR element types of a module's signature, as NumPy dtype names
+_ELEMENT_TYPES = {"i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+                  "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
+                  "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+                  "complex<f32>": "complex64", "complex<f64>": "complex128"}
+
+
+class Refused(Exception):
+    """The module is not run: the message says why."""
+
+
+class JobError(Exception):
+    """The job cannot be done: the message is one sentence for the instructor."""
+
+
+def _short(text: object) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    first = lines[0] if lines else ""
+    return _short(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+
+# ----------------------------------------------------------------------------- inspection
+
+
+def _walk(module: Any) -> tuple[set[str], set[str], list[str]]:
+    """(op names, custom-call targets, problems) of a parsed module, operation by operation."""
+    from jax._src.lib.mlir import ir
+
+    names: set[str] = set()
+    targets: set[str] = set()
+    problems: list[str] = []
+    stack = [module.operation]
+    while stack:
+        op = stack.pop().operation
+        name = op.name
+        names.add(name)
+        if name == "stablehlo.custom_call":
+            try:
+                targets.add(ir.StringAttr(op.attributes["call_target_name"]).value)
+            except Exception:  # noqa: BLE001 - a call_target_name that is not a string: refused
+                problems.append("a custom call whose target cannot be read")
+        for region in op.regions:
+            for block in region:
+                stack.extend(block)
+    return names, targets, problems
+
+
+def _signature(module: Any) -> tuple[list[tuple[list[int], str]], list[tuple[list[int], str]]]:
+    """(shape, dtype) of the inputs and results of the module's public `main`."""
+    from jax._src.lib.mlir import ir
+
+    mains = [op for op in module.body.operations
+             if op.operation.name == "func.func" and "sym_name" in op.attributes
+             and ir.StringAttr(op.attributes["sym_name"]).value == "main"]
+    if len(mains) != 1:
+        raise Refused("the module has no single `main` function")
+    kind = ir.FunctionType(ir.TypeAttr(mains[0].attributes["function_type"]).value)
+
+    def types(seq: Any) -> list[tuple[list[int], str]]:
+        out = []
+        for t in seq:
+            try:
+                tensor = ir.RankedTensorType(t)
+            except Exception:  # noqa: BLE001 - a type MLIR cannot read as a tensor: refused
+                raise Refused(f"`main` takes or returns a {_short(t)}, not an array") from None
+            element = str(tensor.element_type)
+            if not tensor.has_static_shape:
+                raise Refused("`main` has arrays of symbolic shape")
+            out.append(([int(d) for d in tensor.shape], _ELEMENT_TYPES.get(element, element)))
+        return out
+
+    return types(kind.inputs), types(kind.results)
+
+
+def _aval(aval: Any) -> dict:
+    shape = list(aval.shape)
+    if len(shape) > MAX_RANK or not all(type(d) is int for d in shape):
+        raise Refused("the module has inputs or outputs of symbolic shape (shape polymorphism)")
+    return {"shape": shape, "dtype": str(aval.dtype), "weak": bool(getattr(aval, "weak_type", False))}
+
+
+def inspect_module(exported: Any) -> dict:
+    """The facts of a deserialized module; raises Refused (with the facts read so far in
+    `args[1]`) when it must not be run."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib import _jax
+
+    if len(exported.in_avals) > MAX_INPUTS:
+        raise Refused(f"the module has {len(exported.in_avals)} inputs, more than {MAX_INPUTS}")
+    if len(exported.out_avals) > MAX_OUTPUTS:
+        raise Refused(f"the module has {len(exported.out_avals)} outputs, more than {MAX_OUTPUTS}")
+    facts = {
+        "fun_name": _short(exported.fun_name),
+        "platforms": [_short(p) for p in exported.platforms][:8],
+        "in_avals": [_aval(a) for a in exported.in_avals],
+        "out_avals": [_aval(a) for a in exported.out_avals],
+        "in_tree": _short(exported.in_tree),
+        "out_tree": _short(exported.out_tree),
+        "nr_devices": min(int(exported.nr_devices), 2**31),
+        "ops": [],
+        "custom_calls": [],
+    }
+    with mlir.make_ir_context():
+        module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        names, targets, problems = _walk(module)
+        inputs, results = _signature(module)
+    if len(names) > MAX_OPS or len(targets) > MAX_OPS:
+        raise Refused(f"the module uses more than {MAX_OPS} kinds of operations", facts)
+    facts["ops"] = sorted({n.split(".", 1)[1] if n.startswith(_BARE) else n for n in names}
+                          - {"builtin.module"})
+    facts["custom_calls"] = sorted(_short(t) for t in targets)
+    check_module(facts, names, targets, problems)
+    if "cpu" not in exported.platforms:
+        platforms = ", ".join(facts["platforms"]) or "no platform"
+        raise Refused(f"the module was exported for {platforms}, not cpu", facts)
+    if exported.nr_devices != 1:
+        raise Refused(f"the module is for {exported.nr_devices} devices, not 1", facts)
+    if exported.ordered_effects or exported.unordered_effects:
+        raise Refused("the module has side effects", facts)
+    kept = [facts["in_avals"][i] for i in exported.module_kept_var_idx]
+    declared_in = [(a["shape"], a["dtype"]) for a in kept]
+    declared_out = [(a["shape"], a["dtype"]) for a in facts["out_avals"]]
+    if len(exported.platforms) > 1:  # main takes the platform's index first
+        declared_in = [([], "int32"), *declared_in]
+    if inputs != declared_in or results != declared_out:
+        raise Refused("the module's `main` does not take and return the arrays it declares", facts)
+    return facts
+
+
+def check_module(facts: dict, names: set[str], targets: set[str], problems: list[str]) -> None:
+    """Refuse custom calls outside the allow-list, host transfers and foreign dialects."""
+    if problems:
+        raise Refused(problems[0], facts)
+    foreign = sorted(t for t in targets if t not in ALLOWED_CUSTOM_CALLS)
+    if foreign:
+        raise Refused(_short("custom calls outside the allow-list: " + ", ".join(foreign)), facts)
+    host = sorted(names & HOST_OPS)
+    if host:
+        raise Refused(_short("operations that talk to the host: " + ", ".join(host)), facts)
+    alien = sorted(n for n in names if n.split(".", 1)[0] not in DIALECTS)
+    if alien:
+        raise Refused(_short("operations of dialects other than StableHLO's: " + ", ".join(alien)), facts)
+
+
+# ----------------------------------------------------------------------------- values
+
+
+def _decode_input(value: Any, aval: dict, where: str) -> Any:
+    """A wire value as a NumPy array of the aval's dtype and shape; JobError when it is not one."""
+    import numpy as np
+
+    want = np.dtype(aval["dtype"])
+    if not isinstance(value, dict) or value.get("t") not in ("array", "py"):
+        raise JobError(f"{where} is not an array or a scalar")
+    if value["t"] == "py":
+        v = value.get("v")
+        if type(v) not in (bool, int, float):
+            raise JobError(f"{where} is a {type(v).__name__}, not a number")
+        if aval["shape"] != []:
+            raise JobError(f"{where} is a scalar; the module takes shape {aval['shape']}")
+        kind = {bool: "b", int: "i", float: "f"}[type(v)]
+        if want.kind not in {"b": "biufc", "i": "iufc", "f": "fc"}[kind]:
+            raise JobError(f"{where} is a Python {type(v).__name__}; the module takes {want}")
+        try:
+            return np.asarray(v, dtype=want)
+        except (OverflowError, ValueError) as exc:
+            raise JobError(f"{where}: {_one_line(exc)}") from None
+    dtype, shape, data = value.get("dtype"), value.get("shape"), value.get("data")
+    if dtype not in DTYPES or not isinstance(shape, list) or not all(type(n) is int and n >= 0
+                                                                      for n in shape):
+        raise JobError(f"{where} has no valid dtype and shape")
+    if shape != aval["shape"]:
+        raise JobError(f"{where} has shape {shape}; the module takes shape {aval['shape']}")
+    have = np.dtype(dtype)
+    if have != want and not np.can_cast(have, want, casting="same_kind"):
+        raise JobError(f"{where} is {have}; the module takes {want}")
+    try:
+        if have.kind == "c":  # [real, imag] pairs
+            pairs = np.asarray(data, dtype=np.float64).reshape([*shape, 2])
+            arr = (pairs[..., 0] + 1j * pairs[..., 1]).astype(have)
+        else:
+            arr = np.asarray(data, dtype=have).reshape(shape)  # "nan", "inf", "-inf" parse too
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise JobError(f"{where}: its data is not {dtype} of shape {shape} ({_one_line(exc)})") from None
+    return arr.astype(want, copy=False)
+
+
+def _finite(x: float) -> float | str:
+    if math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def _data(arr: Any) -> Any:
+    """Nested lists of the elements (non-finite floats as strings, complex as [real, imag])."""
+    import numpy as np
+
+    if arr.dtype.kind == "c":
+        return _data(np.stack([arr.real, arr.imag], axis=-1).astype(np.float64))
+    data = arr.tolist()
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        def clean(x: Any) -> Any:
+            return [clean(v) for v in x] if isinstance(x, list) else _finite(x)
+        data = clean(data)
+    return data
+
+
+def _nodes(arr: Any) -> int:
+    """JSON values an encoded array is: its dict and fields, its lists, its elements."""
+    lists, width = 0, 1
+    for n in arr.shape:
+        lists += width
+        width *= n
+    elements = width * (3 if arr.dtype.kind == "c" else 1)
+    return 6 + len(arr.shape) + lists + elements
+
+
+def encode_output(leaf: Any, aval: dict, where: str) -> tuple[dict, int]:
+    """(wire value, its JSON nodes) of one output array."""
+    import numpy as np
+
+    arr = np.asarray(leaf)
+    if str(arr.dtype) not in DTYPES and str(arr.dtype).startswith(("bfloat", "float")):
+        arr = arr.astype(np.float32)  # bfloat16, float8 and friends: exact in float32
+    if str(arr.dtype) not in DTYPES:
+        raise JobError(f"{where} is of dtype {arr.dtype}, which cannot be carried")
+    if arr.size > MAX_ELEMENTS:
+        raise JobError(f"{where} has shape {list(arr.shape)}, over {MAX_ELEMENTS:,} elements")
+    value = {"t": "array", "dtype": str(arr.dtype), "shape": list(arr.shape), "data": _data(arr),
+             "weak": bool(aval["weak"])}
+    return value, _nodes(arr)
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+def _deserialize(module_b64: Any) -> Any:
+    from jax import export
+
+    if not isinstance(module_b64, str):
+        raise JobError("the job has no module")
+    try:
+        blob = base64.b64decode(module_b64, validate=True)
+    except ValueError:
+        raise JobError("the module is not base64") from None
+    try:
+        return export.deserialize(bytearray(blob))
+    except Exception as exc:  # noqa: BLE001 - whatever deserialize raises on hostile bytes is the job's error
+        raise JobError(f"the module could not be deserialized ({_one_line(exc)})") from None
+
+
+def _runner(exported: Any) -> Any:
+    """One jitted function of the flat inputs returning the flat outputs (compiled once)."""
+    import jax
+
+    def flat_call(*flat: Any) -> list:
+        args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, flat)
+        return jax.tree_util.tree_leaves(exported.call(*args, **kwargs))
+
+    return jax.jit(flat_call)
+
+
+def run_job(job: Any) -> dict:
+    """The result of one job; never raises for what the job holds."""
+    import jax
+
+    jid = job.get("id") if isinstance(job, dict) else None
+    result: dict = {"id": _short(jid) if isinstance(jid, str) else "", "status": "error", "facts": None,
+                    "values": None, "detail": None}
+    try:
+        if not isinstance(job, dict) or not isinstance(jid, str):
+            raise JobError("the job is not an object with a string id")
+        calls = job.get("calls", [])
+        if not isinstance(calls, list) or not all(isinstance(c, list) for c in calls):
+            raise JobError("the job's calls are not lists of values")
+        if len(calls) > MAX_CALLS:
+            raise JobError(f"the job has {len(calls)} calls, more than {MAX_CALLS}")
+        exported = _deserialize(job.get("module"))
+        try:
+            facts = inspect_module(exported)
+        except Refused as refusal:
+            result.update(status="refused", detail=_short(refusal.args[0]),
+                          facts=refusal.args[1] if len(refusal.args) > 1 else None)
+            return result
+        result["facts"] = facts
+        values: list[list[dict]] = []
+        nodes = 0
+        if calls:
+            fn = _runner(exported)
+            ins, outs = facts["in_avals"], facts["out_avals"]
+            for i, call in enumerate(calls, 1):
+                if len(call) != len(ins):
+                    raise JobError(f"call {i} has {len(call)} inputs; the module takes {len(ins)}")
+                args = [_decode_input(v, a, f"call {i}, input {k}")
+                        for k, (v, a) in enumerate(zip(call, ins), 1)]
+                try:
+                    leaves = jax.block_until_ready(fn(*args))
+                except Exception as exc:  # noqa: BLE001 - XLA's errors are the call's
+                    raise JobError(f"call {i} failed: {_one_line(exc)}") from None
+                if len(leaves) != len(outs):
+                    raise JobError(f"call {i} returned {len(leaves)} outputs; "
+                                   f"the module declares {len(outs)}")
+                encoded = []
+                for k, (leaf, aval) in enumerate(zip(leaves, outs), 1):
+                    value, n = encode_output(leaf, aval, f"call {i}, output {k}")
+                    nodes += n
+                    if nodes > MAX_VALUE_NODES:
+                        raise JobError(f"the outputs are over {MAX_VALUE_NODES:,} values")
+                    encoded.append(value)
+                values.append(encoded)
+        result.update(status="ok", values=values)
+    except JobError as exc:
+        result.update(status="error", values=None, detail=_short(exc))
+    except Exception as exc:  # noqa: BLE001 - a bug here or in JAX on a strange module: still the job's
+        result.update(status="error", values=None, detail=_one_line(exc))
+    finally:
+        jax.clear_caches()  # the job's executables go with it
+    return result
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def _warm_up() -> None:
+    """Import, compile, export, deserialize and call once, so that the first job is fast."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import export
+
+    jax.config.update("jax_enable_x64", True)  # modules of every dtype can be given their inputs
+    exported = export.export(jax.jit(lambda x: jnp.sin(x) * 2 + 1))(jax.ShapeDtypeStruct((2,), np.float32))
+    again = export.deserialize(bytearray(exported.serialize()))
+    inspect_module(again)
+    jax.block_until_ready(_runner(again)(np.zeros(2, np.float32)))
+    jax.clear_caches()
+
+
+def main() -> int:
+    # The protocol gets its own copies of stdin and stdout; fd 1 then points at stderr and fd 0
+    # at /dev/null, so nothing a library prints can end up in (or read from) the protocol.
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    started = time.monotonic()
+    import jax
+
+    _warm_up()
+    ready = {"ready": True, "jax": jax.__version__, "seconds": round(time.monotonic() - started, 3)}
+    proto_out.write(json.dumps(ready) + "\n")
+    proto_out.flush()
+    while True:
+        line = proto_in.readline()
+        if not line:
+            return 0
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            result = {"id": "", "status": "error", "facts": None, "values": None,
+                      "detail": _short(f"the job is not JSON ({_one_line(exc)})")}
+        else:
+            result = run_job(job)
+        try:
+            text = json.dumps(result, allow_nan=False)
+        except (ValueError, TypeError, RecursionError) as exc:  # a bug here: still only this job's error
+            text = json.dumps({"id": result.get("id", ""), "status": "error", "facts": None, "values": None,
+                               "detail": _short(f"the result could not be encoded ({_one_line(exc)})")})
+        proto_out.write(text + "\n")
+        proto_out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

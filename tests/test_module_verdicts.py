@@ -1,0 +1,81 @@
+"""The exported program is the answer: attacks on what the kernel reports, graded end to end.
+
+Each submission is the reference solution (100 points) with one part replaced by a fixture from
+tests/fixtures/submissions/. Before, each of these forged a verdict through a report of the
+student's own process; now the grader judges the exported program, executed by its verifier.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader import GradeOptions, Report, grade_one
+
+pytestmark = pytest.mark.kernel
+
+SEED = 5
+
+
+def grade(path) -> Report:
+    return grade_one(path, GradeOptions(assignment="ch2-jit", seed=SEED))
+
+
+def statuses(report: Report, exercise: str) -> dict[str, str]:
+    return {c.id: c.status for e in report.exercises if e.id == exercise for c in e.checks}
+
+
+def messages(report: Report) -> str:
+    return "\n".join(c.message or "" for e in report.exercises for c in e.checks)
+
+
+def test_borrowed_jit_attributes_do_not_make_numpy_code_a_program(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "numpy_tax_vectorized_with_borrowed_jit_attributes.py",
+                                     "newton", "detective", "training")
+    tax = statuses(grade(path), "tax")
+    for cid in ("tax.vectorized_visible", "tax.vectorized_hidden", "tax.vectorized_keeps_shape",
+                "tax.vectorized_under_jit"):
+        assert tax[cid] != "passed", cid
+    assert tax["tax.switch_visible"] == "passed"
+
+
+def test_a_switch_only_for_the_structure_check_s_inputs_is_seen(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "tax_switch_only_for_weak_scalars.py", "newton",
+                                     "detective", "training")
+    report = grade(path)
+    tax = statuses(report, "tax")
+    assert tax["tax.switch_uses_cond"] == "failed"
+    assert tax["tax.switch_visible"] == "passed" and tax["tax.switch_hidden"] == "passed"
+
+
+def test_functions_are_compared_with_the_reference_not_with_each_other(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "newton", "detective", "python_loop_borrows_train_fori.py")
+    training = statuses(grade(path), "training")
+    assert training["training.python_loop"] == "failed"
+    assert training["training.fori_agrees"] == "failed"
+
+
+def test_no_hidden_input_reaches_the_kernel(submission_from_reference) -> None:
+    """The tax functions raise, naming their argument, for any concrete value the notebook does
+    not use: the kernel only traced them, so nothing was raised and the hidden checks passed."""
+    path = submission_from_reference("setup", "tax", "tells_hidden_values_apart.py", "newton", "detective",
+                                     "training")
+    report = grade(path)
+    assert "hidden value reached the kernel" not in messages(report)
+    assert all(s == "passed" for s in statuses(report, "tax").values()), statuses(report, "tax")
+    assert report.score == 100
+
+
+def test_debugging_aids_cost_nothing(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "debugging_aids_inside_jit.py", "detective", "training")
+    report = grade(path)
+    assert report.score == 100, [(c.id, c.message) for e in report.exercises for c in e.checks
+                                 if c.status != "passed"]
+
+
+def test_a_python_callback_is_refused_with_a_sentence(submission_from_reference) -> None:
+    path = submission_from_reference("setup", "tax", "newton_with_a_python_callback.py", "detective", "training")
+    report = grade(path)
+    newton = {c.id: c for e in report.exercises if e.id == "newton" for c in e.checks}
+    assert newton["newton.visible"].status == "error"
+    assert "Python" in newton["newton.visible"].message
+    assert {e.id: e.score for e in report.exercises}["tax"] == 25
