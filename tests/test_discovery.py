@@ -19,7 +19,6 @@ from urllib.parse import unquote
 import pytest
 
 from grader import submission
-from grader.batch import Task, error_report
 from grader.discovery import NOT_UTF8, discover, report_file_name, student_file_stem
 from grader.errors import SubmissionUnreadable
 from grader.grade_many import grade_many

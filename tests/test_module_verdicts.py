@@ -79,3 +79,15 @@ def test_a_python_callback_is_refused_with_a_sentence(submission_from_reference)
     assert newton["newton.visible"].status == "error"
     assert "Python" in newton["newton.visible"].message
     assert {e.id: e.score for e in report.exercises}["tax"] == 25
+
+
+def test_a_forged_compile_count_cannot_pass_a_static_argument(submission_from_reference) -> None:
+    """The kernel's count is a claim (here silenced to 0); the module's inputs are evidence."""
+    path = submission_from_reference("setup", "tax", "newton", "static_tol_with_a_silenced_compile_count.py",
+                                     "detective", "training")
+    report = grade(path)
+    newton = {c.id: c for e in report.exercises if e.id == "newton" for c in e.checks}
+    assert newton["newton.compiles_once"].status == "failed", newton["newton.compiles_once"].message
+    # a static tol costs the compile check only: the value checks bake the public tol in
+    for cid in ("newton.visible", "newton.hidden", "newton.iterations", "newton.jitted"):
+        assert newton[cid].status == "passed", (cid, newton[cid].message)

@@ -45,7 +45,6 @@ class CompileLimitCheckImpl:
         return PASSED
 
     def judge(self, seen: Seen) -> CheckOutcome:
-        spec = self.spec
         if self.program is None:
             return self._counted(seen)
         evidence = self._module_evidence(seen)
