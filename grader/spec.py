@@ -151,7 +151,19 @@ class NumericCheck(_CheckBase):
         return self
 
 
-class StructureCheck(_CheckBase):
+class _RunsItsModule(_Spec):
+    """For checks that read a module's facts: the module is also run on the check's cases and
+    must agree with a reference, so the program whose structure (or inputs) is judged is a
+    correct one, not any module a tampered probe sends."""
+
+    reference: PythonName | None = Field(
+        default=None, description="NumPy function in references.py the module's values must agree with")
+    output: int | None = Field(default=None, ge=0, description="compare only this item of the result")
+    rtol: float = Field(default=1e-5, ge=0)
+    atol: float = Field(default=1e-5, ge=0)
+
+
+class StructureCheck(_CheckBase, _RunsItsModule):
     """The exported module (or, observed in the kernel, the jaxpr or lowered text) of the
     function for these calls contains / lacks given operations."""
 
@@ -174,7 +186,7 @@ class StructureCheck(_CheckBase):
         return self
 
 
-class CompileLimitCheck(_CheckBase):
+class CompileLimitCheck(_CheckBase, _RunsItsModule):
     """At most `max_compiles` XLA compilations while `function` runs over the call sequence.
 
     From the module (the default): the function is a jax.jit result exported with every argument

@@ -70,7 +70,10 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
         return {}
     jobs, chunks = [], {}
     for digest, (module, _) in by_module.items():
-        blob = base64.b64decode(module)
+        try:
+            blob = base64.b64decode(module, validate=True)
+        except ValueError:  # the protocol's pattern refuses it first; never the grader's crash
+            blob = b""
         # the module's facts first, from a job that runs nothing: a structure check keeps them
         # even when running the module hangs or crashes the verifier
         jobs.append(VerifierJob(id=f"{digest}-facts", module=blob, calls=[]))
@@ -84,11 +87,13 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
     for digest, (_, placed) in by_module.items():
         facts = results.get(f"{digest}-facts")
         merged = _merge(facts, [results.get(job_id) for job_id in chunks[digest]])
+        judged = any(run.judged for run, _ in placed)  # a value check runs this very module
         for run, offset in placed:
             if run.inputs:
-                outcomes[id(run)] = _outcome(merged, offset, len(run.inputs))
+                outcome = _outcome(merged, offset, len(run.inputs))
             else:  # inspect only
-                outcomes[id(run)] = _outcome(facts, 0, 0)
+                outcome = _outcome(facts, 0, 0)
+            outcomes[id(run)] = outcome.model_copy(update={"judged": judged})
     return outcomes
 
 

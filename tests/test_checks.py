@@ -80,7 +80,8 @@ def _tree(answer: Any) -> str:
 def observed(check: Check, kernel: Callable[[Request], Observation] | None = None, *,
              answers: list[Any] | None = None, ops: tuple[str, ...] = ("while", "case", "add"),
              inputs: int | None = None, export: Callable[[ExportRequest], Observation] | None = None,
-             run: RunOutcome | None = None, out_tree: str | None = None, jitted: bool = True) -> Seen:
+             run: RunOutcome | None = None, out_tree: str | None = None, jitted: bool = True,
+             judged: bool = True) -> Seen:
     """The Seen of a check: `kernel` answers its kernel requests (exports too, unless `export`
     or `answers` say otherwise); module runs return `answers` or `run`."""
     seen = Seen()
@@ -101,7 +102,8 @@ def observed(check: Check, kernel: Callable[[Request], Observation] | None = Non
         for export_id, module_run in program._runs.items():
             facts = ModuleFacts(ops=list(ops), custom_calls=[],
                                 inputs=len(module_run.export.args) if inputs is None else inputs)
-            seen.runs[id(module_run)] = run or RunOutcome(status="ok", facts=facts, values=per_run.get(export_id, []))
+            seen.runs[id(module_run)] = run or RunOutcome(status="ok", facts=facts, values=per_run.get(export_id, []),
+                                                          judged=judged)
     return seen
 
 
@@ -515,9 +517,10 @@ def trace(request: Request, *primitives: str) -> Observation:
 
 def test_structure_reads_the_exported_program(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.switch_uses_cond")
-    assert check.judge(observed(check, ops=("add", "case", "multiply"))).status == "passed"
-    assert_failed(check.judge(observed(check, ops=("add", "select"))), "its exported program has no case",
-                  "(it has: add, select)")
+    right = [np.float32(v) for v in reference_values(check, ch2.references.tax)]
+    assert check.judge(observed(check, answers=right, ops=("add", "case", "multiply"))).status == "passed"
+    assert_failed(check.judge(observed(check, answers=right, ops=("add", "select"))),
+                  "its exported program has no case", "(it has: add, select)")
 
 
 def test_structure_judges_the_program_whose_values_are_judged(ch2, ctx) -> None:
@@ -558,15 +561,16 @@ def compiles(request: Request, n: int) -> Observation:
 def test_compile_limit_needs_the_module_s_evidence_and_the_count(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.compiles_once")
     once = lambda r: compiles(r, 1)  # noqa: E731
-    assert check.judge(observed(check, once, answers=[])).status == "passed"
+    roots = [(np.float32(np.sqrt(c.args[0])), np.int32(5)) for c in check.cases]
+    assert check.judge(observed(check, once, answers=roots)).status == "passed"
     # a static tol: its program takes only a, so each tol compiles again, whatever the kernel says
-    assert_failed(check.judge(observed(check, once, answers=[], inputs=1)), "takes 1 of its 2 arguments")
+    assert_failed(check.judge(observed(check, once, answers=roots, inputs=1)), "takes 1 of its 2 arguments")
     # tracing with tol abstract fails: tol is static
     static = lambda r: compiles(r, 0) if r.op == "compile_count" else Observation(  # noqa: E731
         id=r.id, status="raised", raised=Raised(ename="TypeError", evalue="'>=' not supported"))
     assert_failed(check.judge(observed(check, static)), "with every argument traced")
     # the module is fine, but the kernel saw a fresh jit compile on every call
-    assert_failed(check.judge(observed(check, lambda r: compiles(r, 3), answers=[])),
+    assert_failed(check.judge(observed(check, lambda r: compiles(r, 3), answers=roots)),
                   "compiled 3 times over 3 calls (at most 1 allowed)")
 
 
@@ -701,3 +705,21 @@ def test_non_finite_and_complex_values_get_a_sentence() -> None:
     assert "nan" in mismatch(np.asarray(np.nan), 1.0, 1e-6, 0.0)
     assert "complex" in mismatch(np.asarray(1 + 2j), 1.0, 1e-6, 0.0)
     assert mismatch(np.asarray(1 + 0j), 1.0, 1e-6, 0.0) is None
+
+
+
+def test_a_module_only_inspected_must_prove_itself_correct(ch2, ctx) -> None:
+    """A structure or compile check whose module no value check runs (a tampered probe answered
+    its export with a program of its own) runs it on its cases against the reference; a module
+    the value checks judge is not judged twice (no double penalty for a wrong value)."""
+    check = make_check(ch2, ctx, "tax.switch_uses_cond")
+    right = [np.float32(v) for v in reference_values(check, ch2.references.tax)]
+    wrong = [v + np.float32(100.0) for v in right]
+    assert check.judge(observed(check, answers=right, judged=False)).status == "passed"
+    assert_failed(check.judge(observed(check, answers=wrong, judged=False)), "does not compute the right values")
+    assert check.judge(observed(check, answers=wrong, judged=True)).status == "passed"
+    compile_check = make_check(ch2, ctx, "newton.compiles_once")
+    once = lambda r: compiles(r, 1)  # noqa: E731
+    nonsense = [(np.float32(-7.0), np.int32(1)) for _ in compile_check.cases]
+    assert_failed(compile_check.judge(observed(compile_check, once, answers=nonsense, judged=False)),
+                  "does not compute the right values")

@@ -352,3 +352,16 @@ def test_compile_count_of_a_raising_function() -> None:
 
     raw = observe("compile_count", {"fn": broken}, target="fn", calls=[{"args": [py(1.0)]}])
     assert raw["status"] == "raised" and raw["raised"]["ename"] == "RuntimeError"
+
+
+def test_borrowed_trace_and_lower_do_not_make_a_function_jitted() -> None:
+    """jax.export's own test is a Protocol: attributes suffice. The probe reports the type."""
+    def plain(x):
+        return x * 2
+
+    borrowed = jax.jit(lambda x: x * 2)
+    plain.trace, plain.lower = borrowed.trace, borrowed.lower
+    abstract = {"t": "abstract", "shape": [3], "dtype": "float32", "weak": False}
+    for fn, jitted in ((plain, False), (borrowed, True)):
+        raw = runtime.observe({"op": "export", "id": "e", "target": "f", "args": [abstract]}, {"f": fn})
+        assert raw["status"] == "ok" and raw["result"]["jitted"] is jitted

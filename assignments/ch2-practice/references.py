@@ -93,10 +93,14 @@ def _free(low: int, high: int) -> np.ndarray:
     return np.array([n for n in range(low, high + 1) if n not in _RESERVED])
 
 
-def masked_mean_cases(rng: np.random.Generator, size: int = 16, count: int = 5) -> list[Case]:
-    """Padded arrays of one bucket size, lengths from 1 to size (full length included)."""
-    lengths = [size, *(int(k) for k in rng.choice(_free(1, size - 1), size=count - 1, replace=False))]
-    return [Case(args=(_padded(rng, n, size), n)) for n in rng.permutation(lengths).tolist()]
+def masked_mean_cases(rng: np.random.Generator, sizes: tuple[int, ...] = (16, 32), count: int = 5) -> list[Case]:
+    """Padded arrays of each bucket size (the compile checks' programs are these: judged here),
+    lengths from 1 to size (full length included)."""
+    cases = []
+    for size in sizes:
+        lengths = [size, *(int(k) for k in rng.choice(_free(1, size - 1), size=count - 1, replace=False))]
+        cases += [Case(args=(_padded(rng, n, size), n)) for n in rng.permutation(lengths).tolist()]
+    return cases
 
 
 def masked_mean_one_bucket(rng: np.random.Generator, count: int = 5) -> list[Case]:

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from grader.assignment import Assignment
 from grader.probe.protocol import (
@@ -53,10 +53,12 @@ PASSED = CheckOutcome(status="passed")
 @dataclass(frozen=True, eq=False)
 class ModuleRun:
     """Execute the module that `export` returns, once per call, on these flat inputs (the
-    values of the traced arguments: hidden ones only ever reach the verifier)."""
+    values of the traced arguments: hidden ones only ever reach the verifier). `judged`: a value
+    check judges these values (a structure or compile check's own run only vouches for its module)."""
 
     export: ExportRequest
     inputs: list[list[Value]]
+    judged: bool = True
 
 
 class Planner:
@@ -123,6 +125,7 @@ class RunOutcome(BaseModel):
     detail: str | None = None
     facts: ModuleFacts | None = None
     values: list[list[Any]] | None = None
+    judged: bool = Field(default=False, description="a value check judges the values of this very module")
 
 
 @dataclass

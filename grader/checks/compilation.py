@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.numeric import disagreement, reference_values
 from grader.checks.program import ProgramCalls
 from grader.probe.protocol import CompileCountResult, Request
 from grader.spec import CompileLimitCheck
@@ -24,8 +25,10 @@ class CompileLimitCheckImpl:
         self.full_id, self.spec = full_id, spec
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.program: ProgramCalls | None = None
+        self.expected = reference_values(full_id, spec, ctx, self.cases)
         if spec.source == "module":
-            self.program = ProgramCalls(ctx.planner, spec.function, self.cases, set(), inspect_only=True)
+            self.program = ProgramCalls(ctx.planner, spec.function, self.cases, set(),
+                                        inspect_only=self.expected is None, judged=False)
         self.count = ctx.planner.compile_count(spec.function, to_calls(self.cases))
 
     def requests(self) -> list[Request]:
@@ -71,4 +74,12 @@ class CompileLimitCheckImpl:
         if len(exported) > spec.max_compiles:
             return failed(spec.message, f"its {len(self.cases)} calls have {len(exported)} different shapes or "
                                         f"dtypes, so it compiles {len(exported)} times (at most {spec.max_compiles})")
+        if self.expected is not None and not self.program.judged_elsewhere(seen):
+            # a module no value check judges: the one whose inputs are the evidence must be correct
+            answers = self.program.answers(seen, spec.message)
+            if isinstance(answers, CheckOutcome):
+                return answers
+            why = disagreement(spec.function, self.cases, answers, self.expected, spec.output, spec.rtol, spec.atol)
+            if why:
+                return failed(spec.message, f"the program inspected does not compute the right values: {why}")
         return PASSED

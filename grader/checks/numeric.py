@@ -86,11 +86,7 @@ class NumericCheckImpl:
     def __init__(self, full_id: str, spec: NumericCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
-        self.reference_values: list[Any] | None = None
-        if spec.reference:
-            reference = getattr(ctx.assignment.references, spec.reference)
-            with instructor_code(f"{full_id}: reference {spec.reference}"):
-                self.reference_values = [reference(*args, **kwargs) for args, kwargs in map(_numpy_args, self.cases)]
+        self.reference_values = reference_values(full_id, spec, ctx, self.cases)
         overrides = {k: to_wire(v) for k, v in spec.set_globals.items()}
         self.calls = StudentCalls(ctx.planner, spec.function, self.cases, source=spec.source,
                                   public=public_positions(spec.public, spec.hidden, self.cases),
@@ -102,15 +98,6 @@ class NumericCheckImpl:
     def runs(self) -> list[ModuleRun]:
         return self.calls.runs()
 
-    def _select(self, value: Any) -> Any:
-        index = self.spec.output
-        if index is None:
-            return value
-        items = list(value.leaves) if isinstance(value, Tree) else value
-        if isinstance(items, (tuple, list)) and len(items) > index:
-            return items[index]
-        return OpaqueValue(type=type(value).__name__, repr=f"{describe(value)}, which has no item {index}")
-
     def judge(self, seen: Seen) -> CheckOutcome:
         hint, fn = self.spec.message, self.spec.function
         subject = f"`{fn}`" + (" under jax.jit" if self.spec.jit and self.spec.source == "kernel" else "")
@@ -118,8 +105,36 @@ class NumericCheckImpl:
         if isinstance(answers, CheckOutcome):
             return answers
         expected = self.reference_values if self.reference_values is not None else [c.expected for c in self.cases]
-        for case, value, want in zip(self.cases, answers, expected):
-            why = mismatch(self._select(value), want, self.spec.rtol, self.spec.atol)
-            if why:
-                return failed(hint, f"{_call_text(fn, case)} {why}")
-        return PASSED
+        why = disagreement(fn, self.cases, answers, expected, self.spec.output, self.spec.rtol, self.spec.atol)
+        return failed(hint, why) if why else PASSED
+
+
+def select(value: Any, index: int | None) -> Any:
+    """Item `index` of a several-valued answer (by its leaves), or the answer itself."""
+    if index is None:
+        return value
+    items = list(value.leaves) if isinstance(value, Tree) else value
+    if isinstance(items, (tuple, list)) and len(items) > index:
+        return items[index]
+    return OpaqueValue(type=type(value).__name__, repr=f"{describe(value)}, which has no item {index}")
+
+
+def disagreement(function: str, cases: list[Case], answers: list[Any], expected: list[Any],
+                 output: int | None, rtol: float, atol: float) -> str | None:
+    """Why the answers to the cases are not the expected ones (the first call that differs)."""
+    if len(answers) != len(cases):
+        return f"`{function}` gave {len(answers)} answers for {len(cases)} calls"
+    for case, value, want in zip(cases, answers, expected):
+        why = mismatch(select(value, output), want, rtol, atol)
+        if why:
+            return f"{_call_text(function, case)} {why}"
+    return None
+
+
+def reference_values(full_id: str, spec: Any, ctx: Context, cases: list[Case]) -> list[Any] | None:
+    """The reference's values on the cases (instructor code: an exception is the assignment's bug)."""
+    if not spec.reference:
+        return None
+    reference = getattr(ctx.assignment.references, spec.reference)
+    with instructor_code(f"{full_id}: reference {spec.reference}"):
+        return [reference(*args, **kwargs) for args, kwargs in map(_numpy_args, cases)]

@@ -60,7 +60,8 @@ class ProgramCalls:
     (and baked public values), one module run per export."""
 
     def __init__(self, planner: Planner, function: str, cases: list[Case], public: set[int],
-                 set_globals: dict[str, Value] | None = None, *, inspect_only: bool = False):
+                 set_globals: dict[str, Value] | None = None, *, inspect_only: bool = False,
+                 judged: bool = True):
         self.function = function
         self.cases = cases
         self._runs: dict[str, ModuleRun] = {}
@@ -78,7 +79,7 @@ class ProgramCalls:
             if not inspect_only:
                 entry[1].append(inputs)
         for export_id, (export, inputs) in grouped.items():
-            self._runs[export_id] = ModuleRun(export=export, inputs=inputs)
+            self._runs[export_id] = ModuleRun(export=export, inputs=inputs, judged=judged and not inspect_only)
         self.exports = [run.export for run in self._runs.values()]
 
     def runs(self) -> list[ModuleRun]:
@@ -129,6 +130,12 @@ class ProgramCalls:
                                                             f"({outcome.detail})")
             outcomes.append(outcome)
         return outcomes
+
+    def judged_elsewhere(self, seen: Seen) -> bool:
+        """Whether value checks judge the values of these very modules (then a structure or
+        compile check need not run them against a reference as well)."""
+        outcomes = [seen.run(run) for run in self._runs.values()]
+        return bool(outcomes) and all(o is not None and o.judged for o in outcomes)
 
     def answers(self, seen: Seen, hint: str) -> list[Any] | CheckOutcome:
         """The student's answer for each case, in order: the module's output leaves, put back in

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.numeric import disagreement, reference_values
 from grader.checks.program import ProgramCalls, public_positions
 from grader.probe.protocol import Request, TraceResult
 from grader.spec import StructureCheck
@@ -23,9 +24,12 @@ class StructureCheckImpl:
         cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.program: ProgramCalls | None = None
         self.trace = None
+        self.cases = cases
+        self.expected = reference_values(full_id, spec, ctx, cases)
         if spec.representation == "module":
             self.program = ProgramCalls(ctx.planner, spec.function, cases,
-                                        public_positions(spec.public, spec.hidden, cases), inspect_only=True)
+                                        public_positions(spec.public, spec.hidden, cases),
+                                        inspect_only=self.expected is None, judged=False)
         else:
             self.trace = ctx.planner.trace(spec.function, to_calls(cases)[0], spec.representation)
 
@@ -38,10 +42,16 @@ class StructureCheckImpl:
     def _seen_ops(self, seen: Seen) -> tuple[set[str], str] | CheckOutcome:
         spec = self.spec
         if self.program:
-            outcomes = self.program.outcomes(seen, spec.message)
-            if isinstance(outcomes, CheckOutcome):
-                return outcomes
-            common = set.intersection(*(set(o.facts.ops if o.facts else []) for o in outcomes))
+            exported = self.program.exported(seen, spec.message)
+            if isinstance(exported, CheckOutcome):
+                return exported
+            runs = [seen.run(run) for run in self.program.runs()]
+            if not all(o is not None and o.facts is not None and o.status != "refused" for o in runs):
+                outcomes = self.program.outcomes(seen, spec.message)  # the verdict that says why
+                return outcomes if isinstance(outcomes, CheckOutcome) else CheckOutcome(
+                    status="error", message=f"{spec.message}: the verifier could not read the program")
+            # the facts come from a job of their own: a program that hangs when run still has them
+            common = set.intersection(*(set(o.facts.ops) for o in runs if o is not None and o.facts is not None))
             return common, "its exported program"
         result = result_of(seen, self.trace, TraceResult, f"tracing `{spec.function}`", spec.message)  # type: ignore[arg-type]
         if isinstance(result, CheckOutcome):
@@ -61,4 +71,17 @@ class StructureCheckImpl:
         present = [p for p in spec.absent if p in ops]
         if present:
             return failed(spec.message, f"{what} contains {', '.join(present)}")
-        return PASSED
+        return self._agrees(seen)
+
+    def _agrees(self, seen: Seen) -> CheckOutcome:
+        """The program judged must also be a correct one: its values on the cases."""
+        if self.program is None or self.expected is None:
+            return PASSED
+        spec = self.spec
+        if self.program.judged_elsewhere(seen):  # the value checks judge this very module's values
+            return PASSED
+        answers = self.program.answers(seen, spec.message)
+        if isinstance(answers, CheckOutcome):
+            return answers
+        why = disagreement(spec.function, self.cases, answers, self.expected, spec.output, spec.rtol, spec.atol)
+        return failed(spec.message, f"the program inspected does not compute the right values: {why}") if why else PASSED

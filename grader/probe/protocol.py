@@ -358,7 +358,7 @@ class ExportResult(_Wire):
     structure; `jit_refused`, why `jax.export` refused the function itself, when it did."""
 
     op: Literal["export"] = "export"
-    module: Annotated[str, Field(max_length=MAX_MODULE_CHARS)]
+    module: Annotated[str, Field(max_length=MAX_MODULE_CHARS, pattern=r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")]
     direct: bool
     jitted: bool = Field(description="the function is a jax.jit result, as jax.export tests it")
     baked: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=64)

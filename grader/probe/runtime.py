@@ -368,6 +368,14 @@ def _exported(fn: Any, args: list, traced: list[int], name: str) -> tuple[Any, b
     return exported, direct, refused, trees[0] if trees else "?"
 
 
+def _is_jit(fn: Any) -> bool:
+    """Whether `fn` is what jax.jit returns: its type, not its attributes (jax.export's own test
+    is a Protocol, which a plain function with borrowed `.trace` and `.lower` satisfies)."""
+    import jax
+
+    return type(fn) is type(jax.jit(abs))
+
+
 def _serializable(exported: Any) -> bool:
     """Whether the output tree holds only what serializes without registration."""
     text = str(exported.out_tree)
@@ -411,10 +419,8 @@ def op_export(request: dict, namespace: dict) -> dict:
     effects = tuple(e for e in exported.unordered_effects if type(e).__name__ != "DebugEffect")
     exported = dataclasses.replace(exported, unordered_effects=effects)
     blob = exported.serialize()
-    from jax._src import stages
-
     result = {"op": "export", "module": base64.b64encode(bytes(blob)).decode("ascii"), "direct": direct,
-              "jitted": isinstance(fn, stages.Wrapped), "baked": baked, "out_tree": _short(tree), "fun_name": _short(exported.fun_name)}
+              "jitted": _is_jit(fn), "baked": baked, "out_tree": _short(tree), "fun_name": _short(exported.fun_name)}
     if refused:
         result["jit_refused"] = refused
     if abstract_raised:
