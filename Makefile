@@ -1,11 +1,12 @@
-# `make demo` grades the reference notebook; `make test` runs the whole suite, then
-# `grade validate` (solutions full marks, templates zero, every mutant fails what it declares).
+# `make demo` grades the reference notebook; `make test` runs the whole suite, then validates
+# every assignment as test items (`make course-ci`: solutions full marks, templates zero, every
+# hand-written and derived mutant killed, every honest variant at full marks).
 # Both create .venv on first use with a Python 3.12+ interpreter found by scripts/find-python.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test course-ci bench clean
 
 $(STAMP): pyproject.toml scripts/find-python scripts/install-sandbox scripts/install-chromium
 	@scripts/install-sandbox
@@ -22,7 +23,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
-	$(VENV)/bin/grade validate
+	$(MAKE) course-ci
+
+# What docs/course-ci.yml runs in a course repository: every assignment validated as test items.
+course-ci: $(STAMP)
+	mkdir -p build
+	$(PY) -m pytest assignments --grade-jobs 2 --junitxml=build/validate.xml \
+	  --grade-json=build/validate.json --grade-html=build/validate.html
 
 bench: $(STAMP)
 	$(PY) bench/bench_grade.py

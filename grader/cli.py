@@ -116,17 +116,36 @@ def _check_isolation(args: argparse.Namespace, batch: bool = False) -> bool:
 
 
 def _validate(argv: list[str]) -> int:
-    p = _Parser(prog="grade validate", description="Check that assignments are sound: solutions score "
-                "full marks, templates zero, every mutant fails exactly what it declares.")
+    from grader import assignment as assignments
+    from grader.mutation.families import FAMILIES
+
+    p = _Parser(prog="grade validate", description="Check that assignments are sound: every requirement has "
+                "a check, solutions score full marks, templates zero, every hand-written mutant fails exactly "
+                "what it declares, every mutant derived from the reference is killed (or declared equivalent) "
+                "and every honest variant keeps full marks. Prints the kill matrix.")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: every assignment")
     p.add_argument("-j", "--jobs", type=int, default=2, help="submissions graded at once (default 2)")
+    p.add_argument("--family", action="append", choices=FAMILIES, metavar="FAMILY",
+                   help="derive only these mutant families (repeatable): " + ", ".join(FAMILIES))
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write one JUnit test case per validated item")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the rows and the kill matrix as JSON")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write the rows and the kill matrix as a page")
     args = p.parse_args(argv)
     if args.jobs < 1:
         raise UsageError("-j must be at least 1")
-    from grader.validate import table, validate
+    unknown = [a for a in args.assignments if a not in assignments.available()]
+    if unknown:
+        raise UsageError(f"no assignment {unknown[0]!r} here (there are: {', '.join(assignments.available())})")
+    from grader import validation_outputs as outputs
+    from grader.validate import validate_all
 
-    rows = validate(args.assignments or None, workers=args.jobs)
-    print(table(rows))
+    validation = validate_all(args.assignments or None, workers=args.jobs,
+                              families=set(args.family) if args.family else None)
+    print(outputs.console(validation))
+    for path, content in ((args.junit, outputs.junit), (args.json, None), (args.html, outputs.page)):
+        if path is not None:
+            outputs.write(path, validation.model_dump_json(indent=2) + "\n" if content is None else content(validation))
+    rows = validation.rows
     if any(r.bug for r in rows):
         print("grade validate: an assignment is broken (its own code raised): see the rows marked FAILED",
               file=sys.stderr)

@@ -71,7 +71,8 @@ def gradescope_results(report: Report) -> dict:
             "score": c.score,
             "max_score": c.max_score,
             "status": "passed" if c.status == "passed" else "failed",
-            "output": text(c.message or ""),
+            "output": text("\n".join([c.message or ""] + ([f"The exercise asks: {r}" for r in c.requirements]
+                                                             if c.status != "passed" else []))),
             "visibility": "after_published" if c.hidden else "visible",
         }
         for e in report.exercises for c in e.checks

@@ -149,7 +149,7 @@ def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
 def judge(checks_plan: Plan, seen: Seen) -> list[ExerciseResult]:
     results = []
     for exercise, checks in checks_plan:
-        scored = [score_check(check.full_id, spec, judge_one(check, spec, seen))
+        scored = [score_check(check.full_id, spec, judge_one(check, spec, seen), exercise)
                   for spec, check in zip(exercise.checks, checks)]
         results.append(score_exercise(exercise, scored))
     return results

@@ -28,6 +28,7 @@ def _check_lines(ex: ExerciseResult) -> list[str]:
             tag = " (hidden inputs)" if c.hidden else ""
             lines.append(f"      {_MARK[c.status]} {name(c.id)}{tag}, {_points(c.max_score)} pts: "
                          f"{terminal(c.message, MESSAGE_LIMIT)}")
+            lines.extend(f"          the exercise asks: {terminal(r, MESSAGE_LIMIT)}" for r in c.requirements)
     return lines
 
 

@@ -57,6 +57,8 @@ class CheckResult(_Model):
     max_score: float
     hidden: bool
     message: str | None
+    requirements: list[str] = Field(
+        default_factory=list, description="the sentences of the exercise this check verifies (shown beside a failure)")
     judge_error: str | None = Field(
         default=None, description="the check's own code raised on this answer (for the instructor): "
         "on the reference solution that is an assignment bug, which `grade validate` reports")

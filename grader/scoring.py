@@ -7,7 +7,9 @@ from grader.report import CheckResult, ExerciseResult
 from grader.spec import CheckSpec, ExerciseSpec
 
 
-def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome) -> CheckResult:
+def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome,
+                exercise: ExerciseSpec | None = None) -> CheckResult:
+    sentences = [exercise.requirement(r).text for r in spec.verifies] if exercise else []
     return CheckResult(
         id=full_id,
         title=spec.title,
@@ -16,6 +18,7 @@ def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome) -> CheckRe
         max_score=spec.points,
         hidden=spec.hidden,
         message=outcome.message,
+        requirements=sentences,
         judge_error=outcome.judge_error,
     )
 

@@ -84,9 +84,26 @@ def public_field() -> Any:
         "exported once per value. Default: none"))
 
 
+class Requirement(_Spec):
+    """One sentence of an exercise's text that a submission must satisfy: what a failed check
+    shows the student, so they see which sentence they missed."""
+
+    id: Identifier
+    text: str = Field(min_length=1, description="one sentence, close to the exercise's own words")
+
+
+class Equivalent(_Spec):
+    """A generated mutant that no check can or should kill, and why (`grade validate` lists it)."""
+
+    mutant: str = Field(min_length=1, description="the generated mutant's name, as `grade validate` prints it")
+    reason: str = Field(min_length=1)
+
+
 class _CheckBase(_Spec):
     id: Identifier = Field(description="unique within its exercise; reported as '<exercise>.<id>'")
     title: str = Field(description="what the check verifies, in a few words")
+    verifies: list[Identifier] = Field(
+        default_factory=list, description="ids of the exercise's requirements this check verifies")
     points: float = Field(ge=0)
     message: str = Field(description="shown to the student when the check fails: what to fix")
     hidden: bool = Field(
@@ -176,11 +193,16 @@ class StructureCheck(_CheckBase, _RunsItsModule):
     cases: Cases = Field(description="the calls whose modules are inspected (one, for jaxpr / lowered)")
     contains: list[str] = []
     absent: list[str] = []
+    constant_size: bool = Field(default=False, description=(
+        "the modules for the cases (inputs of different sizes) have the same number of operations: the "
+        "function handles arrays directly, with no Python loop over their elements"))
 
     @model_validator(mode="after")
     def _something_to_check(self) -> StructureCheck:
-        if not (self.contains or self.absent):
-            raise ValueError("needs contains or absent")
+        if not (self.contains or self.absent or self.constant_size):
+            raise ValueError("needs contains, absent or constant_size")
+        if self.constant_size and self.representation != "module":
+            raise ValueError("constant_size reads modules: representation must be 'module'")
         if self.representation != "module" and self.cases.rows is not None and len(self.cases.rows) != 1:
             raise ValueError("a jaxpr or lowered structure check traces exactly one call")
         return self
@@ -247,7 +269,14 @@ class ExerciseSpec(_Spec):
     id: Identifier
     title: str
     points: float = Field(ge=0)
+    requirements: list[Requirement] = Field(
+        default_factory=list, description="the exercise's sentences; `grade validate` fails when one has no check")
     checks: list[CheckSpec] = Field(min_length=1)
+    equivalent: list[Equivalent] = Field(
+        default_factory=list, description="generated mutants that keep full marks on purpose, each with its reason")
+
+    def requirement(self, requirement_id: str) -> Requirement:
+        return next(r for r in self.requirements if r.id == requirement_id)
 
     @model_validator(mode="after")
     def _consistent(self) -> ExerciseSpec:
@@ -258,6 +287,12 @@ class ExerciseSpec(_Spec):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"duplicate check ids: {', '.join(dupes)}")
+        known = [r.id for r in self.requirements]
+        if len(set(known)) != len(known):
+            raise ValueError("requirement ids must be unique within an exercise")
+        unknown = sorted({f"{c.id} -> {r}" for c in self.checks for r in c.verifies if r not in known})
+        if unknown:
+            raise ValueError(f"checks verify requirements the exercise does not list: {', '.join(unknown)}")
         return self
 
 

@@ -1,11 +1,15 @@
 """`grade validate`: prove that an assignment folder is sound before students see it.
 
-For each assignment: its spec loads; every reference solution scores full marks; the template
-scores zero with "not answered yet" on every exercise; every mutant (a wrong submission in
-`assignments/<id>/mutants/`) fails exactly the checks its header declares and passes all others;
-and every check is failed by some mutant, so no check is one that cannot fail.
+For each assignment: its spec loads; every requirement has a check and every check names the
+requirement it verifies; every reference solution scores full marks; the template scores zero
+with "not answered yet" on every exercise; every hand-written mutant (`assignments/<id>/mutants/`)
+fails exactly the checks its header declares; every mutant the grader derives from the reference
+and the interface (`grader.mutation`) loses points on its exercise, unless the spec declares it
+equivalent with a reason; every honest variant keeps full marks; and every check is failed by
+some mutant, so no check is one that cannot fail. Everything is graded through the batch path
+(warm kernels, the sandbox), and the kill matrix (mutant x check) is kept for the outputs.
 
-A mutant is a Python file whose first lines are
+A hand-written mutant is a Python file whose first lines are
 
     # fails: tax.switch_uses_cond, tax.switch_visible
     # tax_switch uses jnp.select instead of lax.switch
@@ -18,32 +22,73 @@ from __future__ import annotations
 import multiprocessing
 import re
 import tempfile
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from grader import assignment as assignments
+from grader.assignment import Assignment
 from grader.errors import GraderError, SpecInvalid
-from grader.faults import classify, student_reason
+from grader.faults import is_internal, one_line
 from grader.inert import MESSAGE_LIMIT, name, terminal
+from grader.mutation.families import FAMILIES, DerivedMutant, Family, derive_mutants
+from grader.mutation.interface import Interface, derive
+from grader.mutation.introspect import ReferenceFacts, introspect
 from grader.options import GradeOptions
 from grader.report import Report
 
 SEED = 1
 _FAILS = re.compile(r"^#\s*fails:\s*(?P<ids>.+?)\s*$")
+Kind = Literal["spec", "solution", "template", "mutant", "derived", "honest", "coverage"]
 
 
 class Row(BaseModel):
-    """One line of the validation table. `bug` marks a broken assignment (exit 3): its own code
-    raised, or one of its checks raised on the reference solution."""
+    """One line of the validation table (and one test item of its JUnit file). `bug` marks a
+    broken assignment (exit 3): its own code raised, or a check raised on the reference."""
 
     assignment: str
     item: str
     ok: bool
     detail: str = ""
     bug: bool = False
+    kind: Kind = "spec"
+    duration_s: float | None = Field(default=None, description="the grading of this item, as its report says")
+
+
+class MatrixRow(BaseModel):
+    """One mutant's line of the kill matrix: which checks of its exercises it fails."""
+
+    mutant: str
+    family: Family | Literal["hand_written"]
+    summary: str = ""
+    exercises: list[str]
+    killed_by: list[str] = Field(description="checks of its exercises that did not pass")
+    expected: list[str] = Field(default_factory=list, description="checks that should kill it")
+    requirements: list[str] = Field(default_factory=list, description="the requirements those checks verify")
+    survived: bool
+    equivalent: str | None = Field(default=None, description="the spec's reason, when declared equivalent")
+
+
+class AssignmentValidation(BaseModel):
+    assignment: str
+    rows: list[Row]
+    checks: list[str] = Field(default_factory=list, description="every check id, the matrix's columns")
+    matrix: list[MatrixRow] = Field(default_factory=list)
+    generated: dict[str, int] = Field(default_factory=dict, description="derived mutants per family")
+
+
+class Validation(BaseModel):
+    """What `grade validate --json` writes."""
+
+    assignments: list[AssignmentValidation]
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for a in self.assignments for r in a.rows]
 
 
 @dataclass(frozen=True)
@@ -72,15 +117,10 @@ def mutants_of(folder: Path) -> list[Mutant]:
     return [read_mutant(p) for p in sorted((folder / "mutants").glob("*.py"))]
 
 
-def _grade(path: str, assignment: str) -> Report:
-    """Worker: grade one file (a top-level function, so process pools can run it)."""
-    from grader.pipeline import grade_one
-
-    return grade_one(path, GradeOptions(assignment=assignment, seed=SEED))
-
-
-def _not_passed(report: Report) -> set[str]:
-    return {c.id for e in report.exercises for c in e.checks if c.status != "passed"}
+def _not_passed(report: Report, exercises: Iterable[str] | None = None) -> set[str]:
+    keep = set(exercises) if exercises is not None else None
+    return {c.id for e in report.exercises for c in e.checks
+            if c.status != "passed" and (keep is None or e.id in keep)}
 
 
 def _describe(report: Report, ids: set[str]) -> str:
@@ -88,98 +128,206 @@ def _describe(report: Report, ids: set[str]) -> str:
     return "; ".join(f"{i}: {messages.get(i) or 'passed'}" for i in sorted(ids))
 
 
+# ----------------------------------------------------------------------------- deriving
+
+
+def _introspect_in_worker(reference: str, interface: Interface) -> ReferenceFacts:
+    """The reference's facts, from a fresh process (JAX stays out of the validating one)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        samples = {k: v.sample for k, v in interface.functions.items()}
+        return pool.submit(introspect, reference, samples, list(interface.names)).result()
+
+
+def derived_mutants(loaded: Assignment, reference: Path, families: set[str] | None = None) -> list[DerivedMutant]:
+    """Every mutant and honest variant derived from the assignment's spec and reference."""
+    interface = derive(loaded, SEED)
+    text = reference.read_text(encoding="utf-8")
+    made = derive_mutants(text, interface, _introspect_in_worker(text, interface))
+    return [m for m in made if families is None or m.family in families]
+
+
+# ----------------------------------------------------------------------------- one assignment
+
+
+@dataclass(frozen=True)
+class _Item:
+    key: str
+    kind: Kind
+    path: Path
+    mutant: Mutant | None = None
+    derived: DerivedMutant | None = None
+
+
 class _Validator:
-    """Validates one assignment, grading its files through a shared process pool."""
+    """Validates one assignment: builds its items, grades them, judges what came back."""
 
-    def __init__(self, name: str, pool: ProcessPoolExecutor, scratch: Path):
-        self.name = name
-        self.pool = pool
-        self.scratch = scratch
+    def __init__(self, assignment_name: str, scratch: Path, workers: int, families: set[str] | None):
+        self.name = assignment_name
+        self.scratch = scratch / assignment_name
+        self.workers = workers
+        self.families = families
         self.rows: list[Row] = []
+        self.matrix: list[MatrixRow] = []
+        self.generated: dict[str, int] = {}
+        self.check_ids: list[str] = []
 
-    def row(self, item: str, ok: bool, detail: str = "", bug: bool = False) -> None:
-        self.rows.append(Row(assignment=self.name, item=item, ok=ok, detail=detail, bug=bug))
+    def row(self, item: str, ok: bool, detail: str = "", bug: bool = False, kind: Kind = "spec") -> None:
+        self.rows.append(Row(assignment=self.name, item=item, ok=ok, detail=detail, bug=bug, kind=kind))
 
-    def submit(self, path: Path) -> Future:
-        return self.pool.submit(_grade, str(path), self.name)
+    def result(self) -> AssignmentValidation:
+        return AssignmentValidation(assignment=self.name, rows=self.rows, checks=self.check_ids,
+                                    matrix=self.matrix, generated=self.generated)
 
-    def run(self) -> list[Row]:
+    def plan(self) -> tuple[Assignment, list[_Item]] | None:
+        """The assignment and what will be graded (None when its spec does not load)."""
         try:
             loaded = assignments.load(self.name)
         except SpecInvalid as exc:
             self.row("spec loads", False, "; ".join(exc.problems))
-            return self.rows
-        self.row("spec loads", True, f"{sum(len(e.checks) for e in loaded.spec.exercises)} checks")
+            return None
+        spec = loaded.spec
+        self.check_ids = [f"{e.id}.{c.id}" for e in spec.exercises for c in e.checks]
+        self.row("spec loads", True, f"{len(self.check_ids)} checks")
+        self._requirements(loaded)
+        return loaded, self._items(loaded)
+
+    def run(self) -> AssignmentValidation:
+        planned = self.plan()
+        if planned is None:
+            return self.result()
+        loaded, items = planned
+        reports = self._grade(items)
+        if reports is None:
+            return self.result()
+        seen_failing: set[str] = set()
+        for item in items:
+            report = reports.get(item.key)
+            if report is None:
+                continue
+            first_row = len(self.rows)
+            self._judge_item(loaded, item, report, seen_failing)
+            for row in self.rows[first_row:]:
+                row.duration_s = report.duration_s
+        self._stale_declarations(loaded, items)
+        uncovered = set(self.check_ids) - seen_failing
+        mutants = sum(1 for i in items if i.kind in ("mutant", "derived"))
+        self.row(COVERAGE_ITEM, not uncovered,
+                 f"{len(self.check_ids)} checks, {mutants} mutants" if not uncovered
+                 else "no mutant fails " + ", ".join(sorted(uncovered)), kind="coverage")
+        return self.result()
+
+    def _judge_item(self, loaded: Assignment, item: _Item, report: Report, seen_failing: set[str]) -> None:
+        if item.kind == "solution":
+            self._check_solution(item, report)
+        elif item.kind == "template":
+            self._check_template(item, report)
+        elif item.mutant is not None:
+            seen_failing |= self._check_mutant(item, item.mutant, report, set(self.check_ids))
+        elif item.derived is not None:
+            seen_failing |= self._check_derived(loaded, item, item.derived, report)
+
+    # ------------------------------------------------------------------ what is graded
+
+    def _requirements(self, loaded: Assignment) -> None:
+        unchecked = [f"{e.id}.{r.id}" for e in loaded.spec.exercises for r in e.requirements
+                     if not any(r.id in c.verifies for c in e.checks)]
+        unlinked = [f"{e.id}.{c.id}" for e in loaded.spec.exercises for c in e.checks if not c.verifies]
+        missing = [e.id for e in loaded.spec.exercises if not e.requirements]
+        problems = ([f"exercises without requirements: {', '.join(missing)}"] if missing else []) + \
+                   ([f"requirements no check verifies: {', '.join(unchecked)}"] if unchecked else []) + \
+                   ([f"checks that name no requirement: {', '.join(unlinked)}"] if unlinked else [])
+        count = sum(len(e.requirements) for e in loaded.spec.exercises)
+        self.row("every requirement has a check", not problems,
+                 "; ".join(problems) or f"{count} requirements", kind="coverage")
+
+    def _items(self, loaded: Assignment) -> list[_Item]:
         root = assignments.assignments_dir().parent
-        solutions = sorted((root / "solutions").glob(f"{self.name}.*"))
-        solutions = [p for p in solutions if p.suffix in (".py", ".ipynb")]
+        items: list[_Item] = []
+        solutions = [p for p in sorted((root / "solutions").glob(f"{self.name}.*")) if p.suffix in (".py", ".ipynb")]
+        if not solutions:
+            self.row("reference solution", False, f"no solutions/{self.name}.py or .ipynb", kind="solution")
+        items += [_Item(key=f"{p.relative_to(root)} scores full marks", kind="solution", path=p) for p in solutions]
         template = root / "student_template" / f"{self.name}.ipynb"
+        if template.is_file():
+            items.append(_Item(key="template scores 0, every exercise 'not answered yet'", kind="template",
+                               path=template))
+        else:
+            self.row("template", False, f"no student_template/{self.name}.ipynb", kind="template")
         try:
             mutants = mutants_of(loaded.folder)
         except GraderError as exc:
-            self.row("mutants readable", False, str(exc))
+            self.row("mutants readable", False, str(exc), kind="mutant")
             mutants = []
         reference = root / "solutions" / f"{self.name}.py"
-
-        graded = {p: self.submit(p) for p in solutions}
-        template_job = self.submit(template) if template.is_file() else None
-        mutant_jobs: dict[Mutant, Future] = {}
-        if mutants and reference.is_file():
-            text = reference.read_text(encoding="utf-8")
-            for m in mutants:
-                path = self.scratch / self.name / m.name / f"{self.name}.py"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(m.submission(text), encoding="utf-8")
-                mutant_jobs[m] = self.submit(path)
-
-        if not solutions:
-            self.row("reference solution", False, f"no solutions/{self.name}.py or .ipynb")
-        for path, job in graded.items():
-            self._check_solution(path.relative_to(root), job)
-        if template_job is None:
-            self.row("template", False, f"no student_template/{self.name}.ipynb")
-        else:
-            self._check_template(template_job)
-        spec_ids = {f"{e.id}.{c.id}" for e in loaded.spec.exercises for c in e.checks}
-        seen_failing: set[str] = set()
-        for m, job in mutant_jobs.items():
-            seen_failing |= self._check_mutant(m, job, spec_ids)
-        if mutants and not reference.is_file():
-            self.row("mutants", False, f"mutants need the reference module solutions/{self.name}.py")
-        uncovered = spec_ids - seen_failing
-        self.row("every check can fail", not uncovered,
-                 f"{len(spec_ids)} checks, {len(mutant_jobs)} mutants" if not uncovered
-                 else "no mutant fails " + ", ".join(sorted(uncovered)))
-        return self.rows
-
-    def _result(self, item: str, job: Future) -> Report | None:
+        if not reference.is_file():
+            if mutants:
+                self.row("mutants", False, f"mutants need the reference module solutions/{self.name}.py", kind="mutant")
+            self.row("derived mutants", False, f"deriving mutants needs the reference module solutions/{self.name}.py",
+                     kind="derived")
+            return items
+        text = reference.read_text(encoding="utf-8")
+        for m in mutants:
+            items.append(_Item(key=f"mutant {m.name}", kind="mutant", mutant=m,
+                               path=self._write(f"mutant-{m.name}", m.submission(text))))
         try:
-            return job.result()
-        except Exception as exc:  # noqa: BLE001 - sorted by the one fault boundary
-            if classify(exc) == "grader":
-                self.row(item, False, f"could not be graded: {exc}", bug=True)
-            else:
-                self.row(item, False, f"could not be graded: {student_reason(exc)}")
-            return None
+            derived = derived_mutants(loaded, reference, self.families)
+        except Exception as exc:  # noqa: BLE001 - the reference or its generators are broken: exit 3
+            self.row("derived mutants", False, f"the reference could not be introspected: {one_line(exc)}",
+                     bug=True, kind="derived")
+            return items
+        for family in FAMILIES:
+            self.generated[family] = sum(1 for m in derived if m.family == family)
+        for index, d in enumerate(derived):
+            kind: Kind = "honest" if d.honest else "derived"
+            items.append(_Item(key=f"{'honest' if d.honest else 'derived'} {d.name}", kind=kind, derived=d,
+                               path=self._write(f"derived-{index:03d}", d.submission)))
+        return items
 
-    def _check_solution(self, path: Path, job: Future) -> None:
-        item = f"{path} scores full marks"
-        report = self._result(item, job)
-        if report is None:
+    def _write(self, folder: str, text: str) -> Path:
+        path = self.scratch / folder / f"{self.name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def _grade(self, items: list[_Item]) -> dict[str, Report] | None:
+        """Every item through the batch path: worker processes with warm kernels."""
+        from grader.batch import LocalExecutor, SerialExecutor, Task
+
+        options = GradeOptions(assignment=self.name, seed=SEED)
+        tasks = [Task(student=i.key, path=str(i.path), options=options) for i in items]
+        executor = LocalExecutor(self.workers) if self.workers > 1 else SerialExecutor()
+        reports: dict[str, Report] = {}
+        try:
+            for task, report in executor.map(tasks):
+                reports[task.student] = report
+        except Exception as exc:  # noqa: BLE001 - a broken machine or spec: one row, exit 3
+            self.row("grading", False, f"the grader could not grade this assignment: {one_line(exc)}", bug=True)
+            return None
+        return reports
+
+    # ------------------------------------------------------------------ verdicts
+
+    def _graded(self, item: _Item, report: Report) -> bool:
+        if report.status == "error":
+            self.row(item.key, False, f"could not be graded: {report.error}", bug=is_internal(report), kind=item.kind)
+            return False
+        return True
+
+    def _check_solution(self, item: _Item, report: Report) -> None:
+        if not self._graded(item, report):
             return
         raised = {c.id: c.judge_error for e in report.exercises for c in e.checks if c.judge_error}
         if raised:
-            self.row(item, False, "checks raised on the reference solution (an assignment bug): "
-                     + "; ".join(f"{k}: {v}" for k, v in sorted(raised.items())), bug=True)
+            self.row(item.key, False, "checks raised on the reference solution (an assignment bug): "
+                     + "; ".join(f"{k}: {v}" for k, v in sorted(raised.items())), bug=True, kind="solution")
             return
         failing = _not_passed(report)
-        self.row(item, not failing, f"{report.score:g}/{report.max_score:g}"
-                 + (f": {_describe(report, failing)}" if failing else ""))
+        self.row(item.key, not failing, f"{report.score:g}/{report.max_score:g}"
+                 + (f": {_describe(report, failing)}" if failing else ""), kind="solution")
 
-    def _check_template(self, job: Future) -> None:
-        item = "template scores 0, every exercise 'not answered yet'"
-        report = self._result(item, job)
-        if report is None:
+    def _check_template(self, item: _Item, report: Report) -> None:
+        if not self._graded(item, report):
             return
         answered = [e.id for e in report.exercises
                     if not all((c.message or "").startswith("Not answered yet") for c in e.checks)]
@@ -187,16 +335,14 @@ class _Validator:
         detail = f"{report.score:g}/{report.max_score:g}"
         if answered:
             detail += "; not 'not answered yet': " + ", ".join(answered)
-        self.row(item, ok, detail)
+        self.row(item.key, ok, detail, kind="template")
 
-    def _check_mutant(self, mutant: Mutant, job: Future, spec_ids: set[str]) -> set[str]:
-        item = f"mutant {mutant.name}"
+    def _check_mutant(self, item: _Item, mutant: Mutant, report: Report, spec_ids: set[str]) -> set[str]:
         unknown = mutant.fails - spec_ids
         if unknown:
-            self.row(item, False, "declares unknown checks: " + ", ".join(sorted(unknown)))
+            self.row(item.key, False, "declares unknown checks: " + ", ".join(sorted(unknown)), kind="mutant")
             return set()
-        report = self._result(item, job)
-        if report is None:
+        if not self._graded(item, report):
             return set()
         failing = _not_passed(report)
         missed, extra = mutant.fails - failing, failing - mutant.fails
@@ -205,20 +351,103 @@ class _Validator:
             detail = f"passes {', '.join(sorted(missed))} although it declares failing it"
         if extra:
             detail += ("; " if missed else "; but also fails ") + _describe(report, extra)
-        self.row(item, not missed and not extra, detail)
+        self.row(item.key, not missed and not extra, detail, kind="mutant")
+        exercises = sorted({i.split(".", 1)[0] for i in mutant.fails})
+        self.matrix.append(MatrixRow(mutant=mutant.name, family="hand_written", summary=mutant.summary,
+                                     exercises=exercises, killed_by=sorted(failing), expected=sorted(mutant.fails),
+                                     survived=not failing))
         return failing & mutant.fails
 
+    def _check_derived(self, loaded: Assignment, item: _Item, mutant: DerivedMutant, report: Report) -> set[str]:
+        if not self._graded(item, report):
+            return set()
+        broken = report.cell_problems  # the reference runs clean: a problem is the derived code's
+        if broken:
+            self.row(item.key, False, f"its derived code did not run (a grader bug): {broken[0].message}",
+                     bug=True, kind=item.kind)
+            return set()
+        if mutant.honest:
+            failing = _not_passed(report)
+            if mutant.expected:
+                failing &= set(mutant.expected)
+            self.row(item.key, not failing, f"{mutant.summary}: " + (
+                f"loses points on an honest variant: {_describe(report, failing)}" if failing
+                else f"{report.score:g}/{report.max_score:g}"), kind="honest")
+            self.matrix.append(self._matrix_row(loaded, mutant, failing, None))
+            return set()
+        killed = _not_passed(report, mutant.exercises)
+        reason = _equivalences(loaded).get(mutant.name)
+        self.matrix.append(self._matrix_row(loaded, mutant, killed, reason))
+        if reason is not None:
+            ok = not killed
+            detail = (f"declared equivalent: {reason}" if ok else
+                      f"declared equivalent, but {', '.join(sorted(killed))} kill it: remove the declaration")
+        else:
+            ok = bool(killed)
+            requirements = "; ".join(self._requirements_of(loaded, mutant.expected))
+            detail = (f"killed by {', '.join(sorted(killed))}" if ok else
+                      f"SURVIVES: {mutant.summary}, and keeps full marks on {', '.join(mutant.exercises)}; "
+                      f"checks that should kill it: {', '.join(mutant.expected) or 'none'}"
+                      + (f" (requirements: {requirements})" if requirements else "")
+                      + "; add a check, or declare it equivalent with its reason")
+        self.row(item.key, ok, detail, kind="derived")
+        return killed
 
-def validate(names: list[str] | None = None, *, workers: int = 2) -> list[Row]:
+    def _matrix_row(self, loaded: Assignment, mutant: DerivedMutant, killed: set[str], reason: str | None) -> MatrixRow:
+        return MatrixRow(mutant=mutant.name, family=mutant.family, summary=mutant.summary, exercises=mutant.exercises,
+                         killed_by=sorted(killed), expected=mutant.expected,
+                         requirements=self._requirements_of(loaded, mutant.expected),
+                         survived=not killed, equivalent=reason)
+
+    @staticmethod
+    def _requirements_of(loaded: Assignment, checks: list[str]) -> list[str]:
+        found: list[str] = []
+        for exercise in loaded.spec.exercises:
+            for check in exercise.checks:
+                if f"{exercise.id}.{check.id}" in checks:
+                    found += [f"{exercise.id}.{r}" for r in check.verifies if f"{exercise.id}.{r}" not in found]
+        return found
+
+    def _stale_declarations(self, loaded: Assignment, items: list[_Item]) -> None:
+        if self.families is not None:
+            return  # a partial run cannot tell a stale declaration
+        made = {i.derived.name for i in items if i.derived is not None}
+        unknown = sorted(set(_equivalences(loaded)) - made)
+        if unknown:
+            self.row("equivalent declarations name derived mutants", False,
+                     "no derived mutant is called " + ", ".join(unknown), kind="derived")
+
+
+def _equivalences(loaded: Assignment) -> dict[str, str]:
+    return {e.mutant: e.reason for ex in loaded.spec.exercises for e in ex.equivalent}
+
+
+COVERAGE_ITEM = "every check can fail"
+
+
+def planned_items(assignment_name: str, families: set[str] | None = None) -> list[str]:
+    """The names of the rows validating an assignment will give, without grading anything
+    (the pytest plugin collects them as test items)."""
+    with tempfile.TemporaryDirectory(prefix="grade-validate-plan-") as tmp:
+        validator = _Validator(assignment_name, Path(tmp), 1, families)
+        planned = validator.plan()
+        keys = [r.item for r in validator.rows]
+        if planned is not None:
+            keys += [i.key for i in planned[1]] + [COVERAGE_ITEM]
+        return list(dict.fromkeys(keys))
+
+
+def validate_all(names: list[str] | None = None, *, workers: int = 2,
+                 families: set[str] | None = None) -> Validation:
     """Validate the named assignments (all when None); every grading runs in a fresh kernel."""
     names = names or assignments.available()
-    context = multiprocessing.get_context("spawn")  # workers start clean: no inherited threads
-    rows: list[Row] = []
-    with tempfile.TemporaryDirectory(prefix="grade-validate-") as tmp, \
-            ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for name in names:
-            rows += _Validator(name, pool, Path(tmp)).run()
-    return rows
+    with tempfile.TemporaryDirectory(prefix="grade-validate-") as tmp:
+        return Validation(assignments=[_Validator(n, Path(tmp), workers, families).run() for n in names])
+
+
+def validate(names: list[str] | None = None, *, workers: int = 2, families: set[str] | None = None) -> list[Row]:
+    """The rows of `validate_all`."""
+    return validate_all(names, workers=workers, families=families).rows
 
 
 def table(rows: list[Row]) -> str:

@@ -38,7 +38,7 @@ def _outcome(result: VerifierResult | None, start: int, count: int) -> RunOutcom
     facts = None
     if result.facts is not None:
         facts = ModuleFacts(ops=list(result.facts.ops), custom_calls=list(result.facts.custom_calls),
-                            inputs=len(result.facts.in_avals))
+                            inputs=len(result.facts.in_avals), op_count=result.facts.op_count)
     if result.status != "ok":
         return RunOutcome(status=result.status, detail=result.detail, facts=facts)
     values = result.values or []

@@ -550,6 +550,20 @@ def test_structure_absent(ctx) -> None:
                   "its exported program contains while")
 
 
+def test_structure_constant_size_catches_a_loop_over_elements(ch2, ctx) -> None:
+    """tax_vectorized as a Python loop over the array: right values, no lax.switch if the loop
+    calls a scalar jnp.select, but its program grows with the input."""
+    check = make_check(ch2, ctx, "tax.vectorized_handles_arrays")
+    right = [np.asarray(reference_values(check, ch2.references.tax)[k], np.float32) for k in range(2)]
+    seen = observed(check, answers=right, ops=("select", "add"))
+    assert check.judge(seen).status == "passed"
+    for size, outcome in zip((40, 160), seen.runs.values()):  # 3 incomes, then 12: four times the ops
+        assert outcome.facts is not None
+        outcome.facts.op_count = size
+    assert_failed(check.judge(seen), "grows with the input (40 to 160 operations", "Python loop over elements")
+    assert_failed(check.judge(observed(check, answers=right, ops=("select", "case"))), "contains case")
+
+
 # ----------------------------------------------------------------------------- compile limit
 
 
@@ -572,6 +586,9 @@ def test_compile_limit_needs_the_module_s_evidence_and_the_count(ch2, ctx) -> No
     # the module is fine, but the kernel saw a fresh jit compile on every call
     assert_failed(check.judge(observed(check, lambda r: compiles(r, 3), answers=roots)),
                   "compiled 3 times over 3 calls (at most 1 allowed)")
+    # a plain wrapper of a jitted function compiles once too: being jitted is the interface
+    # check's to judge (one root cause, one message)
+    assert check.judge(observed(check, once, answers=roots, jitted=False)).status == "passed"
 
 
 def test_compile_limit_sends_the_whole_call_sequence(ch2, ctx) -> None:
@@ -620,9 +637,12 @@ def test_custom_iterations_follow_the_stopping_rule(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "newton.iterations")
     counts = _rule_counts(ch2, check)
     roots = [np.float32(np.sqrt(c.args[0])) for c in check.cases]
-    for shift in (-1, 0, 1):  # what correct solutions count differs by one
+    for shift in (-1, 0):  # the updates made, or those before the one that meets the rule
         answers = [(r, np.int32(k + shift)) for r, k in zip(roots, counts)]
         assert check.judge(observed(check, answers=answers)).status == "passed", shift
+    # one too many (a count started at 1, an extra update) is not the rule's count
+    one_more = [(r, np.int32(k + 1)) for r, k in zip(roots, counts)]
+    assert_failed(check.judge(observed(check, answers=one_more)), f"reports {counts[0] + 1} iterations")
     # a made-up count that grows as tol shrinks is not the rule's count
     made_up = [(r, np.int32(3 if c.args[1] > 1e-3 else 7)) for r, c in zip(roots, check.cases)]
     assert_failed(check.judge(observed(check, answers=made_up)), "reports", "the stopping rule")

@@ -229,3 +229,21 @@ def test_gradescope_output_keeps_newlines_and_nothing_else() -> None:
     assert failed["output"].startswith("expected 2, got \\x1b[2J")
     graded = gradescope_results(csv_report("s", assignment="toy\x1b[2J"))
     assert graded["output"] == "toy\\x1b[2J: 4 / 10"
+
+
+def test_a_failed_check_shows_the_requirement_it_verifies() -> None:
+    """The sentence of the exercise a failed check verifies, beside it: in the terminal summary,
+    the self-check cell's summary and Gradescope's output; never beside a passed check."""
+    sentence = "tol must be passed in as a traced argument: changing tol doesn't recompile"
+    failed = CheckResult(id="newton.compiles_once", title="compiles once", status="failed", score=0, max_score=3,
+                         hidden=False, message="keep tol traced", requirements=[sentence])
+    passed = failed.model_copy(update={"id": "newton.visible", "status": "passed", "score": 3,
+                                       "requirements": ["newton_sqrt(a, tol) returns the square root of a"]})
+    exercise = ExerciseResult(id="newton", title="Newton", score=3, max_score=6, checks=[passed, failed])
+    report = hostile_report().model_copy(update={"exercises": [exercise]})
+    for text in (summary(report), summary_exercise(exercise)):
+        assert f"the exercise asks: {sentence}" in text
+        assert "returns the square root" not in text
+    outputs = {t["name"]: t["output"] for t in gradescope_results(report)["tests"]}
+    assert outputs["newton.compiles_once: compiles once"].endswith(f"The exercise asks: {sentence}")
+    assert "exercise asks" not in outputs["newton.visible: compiles once"]

@@ -109,3 +109,10 @@ def test_a_module_that_is_not_base64_is_that_check_s_error(submission_from_refer
     assert report.status == "graded"
     tax = {c.id: c.status for e in report.exercises if e.id == "tax" for c in e.checks}
     assert tax["tax.switch_visible"] == "error" and {e.id: e.score for e in report.exercises}["newton"] == 25
+
+
+def test_x64_enabled_by_the_student_costs_nothing(submission_from_reference) -> None:
+    """Found by the derived honest variant `reference.x64`: the traced Python scalars were
+    exported as 32-bit, and train_fori's `fori_loop(0, num_steps)` refused int64 against int32."""
+    report = grade(submission_from_reference("enables_x64.py", "setup", "tax", "newton", "detective", "training"))
+    assert report.score == report.max_score, messages(report)

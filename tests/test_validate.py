@@ -27,9 +27,18 @@ id = "double"
 title = "Double it"
 points = 10
 
+[[exercises.requirements]]
+id = "doubles"
+text = "double(x) returns 2 * x"
+
+[[exercises.requirements]]
+id = "jitted_once"
+text = "double is jitted once, not re-traced on every call"
+
 [[exercises.checks]]
 kind = "numeric"
 id = "values"
+verifies = ["doubles"]
 title = "double(x) is 2x"
 points = 6
 message = "double(x) should return 2 * x"
@@ -41,6 +50,7 @@ cases.rows = [[1.0], [[1.0, 2.5]]]
 [[exercises.checks]]
 kind = "compile_limit"
 id = "compiles_once"
+verifies = ["jitted_once"]
 title = "double compiles once for one shape"
 points = 4
 message = "double should be jitted once, not re-traced on every call"
@@ -72,16 +82,18 @@ def make_assignment(root: Path, mutants: dict[str, str]) -> None:
 
 
 def results(rows: list[Row]) -> dict[str, bool]:
-    return {r.item: r.ok for r in rows}
+    """The rows of everything but the derived mutants (tests/test_derived_mutants.py has those)."""
+    return {r.item: r.ok for r in rows if r.kind not in ("derived", "honest")}
 
 
 @pytest.mark.kernel
 def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
     make_assignment(tmp_path, {"wrong_values": WRONG_VALUES, "new_jit_each_call": NEW_JIT_EACH_CALL})
     monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
-    rows = validate(["tiny"])
+    rows = validate(["tiny"], families={"output_perturbed"})
     assert results(rows) == {
         "spec loads": True,
+        "every requirement has a check": True,
         "solutions/tiny.py scores full marks": True,
         "template scores 0, every exercise 'not answered yet'": True,
         "mutant new_jit_each_call": True,
@@ -89,9 +101,10 @@ def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
         "every check can fail": True,
     }
     # and through the command line: a table and exit 0
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1"],
-                          capture_output=True, text=True, env={**__import__("os").environ})
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family",
+                           "output_perturbed"], capture_output=True, text=True, env={**__import__("os").environ})
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "derived double.out0_rel_1e-3" in done.stdout and "kill matrix of tiny" in done.stdout
     assert "every check can fail" in done.stdout and "FAILED" not in done.stdout
 
 
@@ -100,14 +113,14 @@ def test_a_mutant_that_fails_something_else_and_an_uncovered_check_are_reported(
     mislabelled = WRONG_VALUES.replace("# fails: double.values", "# fails: double.compiles_once")
     make_assignment(tmp_path, {"mislabelled": mislabelled})
     monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
-    rows = {r.item: r for r in validate(["tiny"], workers=1)}
+    rows = {r.item: r for r in validate(["tiny"], workers=1, families=set())}  # hand-written mutants only
     bad = rows["mutant mislabelled"]
     assert not bad.ok
     assert "passes double.compiles_once although it declares failing it" in bad.detail
     assert "double.values" in bad.detail  # what it failed instead, with the message
     cover = rows["every check can fail"]
     assert not cover.ok and "double.compiles_once" in cover.detail and "double.values" in cover.detail
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1"],
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family", "honest"],
                           capture_output=True, text=True)
     assert done.returncode == 1 and "FAILED" in done.stdout
 

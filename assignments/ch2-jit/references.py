@@ -108,11 +108,15 @@ def step_cases(rng: np.random.Generator, count: int = 3) -> list[Case]:
     return cases
 
 
-def training_runs(rng: np.random.Generator, steps: list[int], lr: float = 0.5) -> list[Case]:
-    """train_*(0, 0, x, y, lr, n) for each n in steps, on freshly drawn data."""
+def training_runs(rng: np.random.Generator, steps: list[int]) -> list[Case]:
+    """train_*(w0, b0, x, y, lr, n) for each n in steps, on freshly drawn data, from drawn
+    parameters and with a drawn lr: a function that ignores any of them gives other values."""
     _, _, x, y = _regression(rng)
-    zero = np.float32(0.0)
-    return [Case(args=(zero, zero, x, y, lr, n)) for n in steps]
+    cases = []
+    for n in steps:
+        w0, b0 = rng.normal(size=2).astype(np.float32)
+        cases.append(Case(args=(w0, b0, x, y, float(rng.uniform(0.05, 0.5)), n)))
+    return cases
 
 
 def learning_runs(rng: np.random.Generator, count: int = 2) -> list[Case]:

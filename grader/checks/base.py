@@ -115,6 +115,7 @@ class ModuleFacts(BaseModel):
 
     ops: list[str]
     custom_calls: list[str]
+    op_count: int = 0
     inputs: int
 
 

@@ -39,6 +39,12 @@ class StructureCheckImpl:
     def runs(self) -> list[ModuleRun]:
         return self.program.runs() if self.program else []
 
+    def _sizes(self, seen: Seen) -> list[int]:
+        """Operations in each module inspected (one per signature of the cases)."""
+        assert self.program is not None
+        return [o.facts.op_count for o in (seen.run(r) for r in self.program.runs())
+                if o is not None and o.facts is not None]
+
     def _seen_ops(self, seen: Seen) -> tuple[set[str], str] | CheckOutcome:
         spec = self.spec
         if self.program:
@@ -71,6 +77,10 @@ class StructureCheckImpl:
         present = [p for p in spec.absent if p in ops]
         if present:
             return failed(spec.message, f"{what} contains {', '.join(present)}")
+        if spec.constant_size and len(set(self._sizes(seen))) > 1:
+            sizes = sorted(set(self._sizes(seen)))
+            return failed(spec.message, f"{what} grows with the input ({sizes[0]} to {sizes[-1]} operations "
+                                        "for larger arrays): a Python loop over elements is unrolled into it")
         return self._agrees(seen)
 
     def _agrees(self, seen: Seen) -> CheckOutcome:

@@ -327,11 +327,19 @@ class _QuietDebugging:
             table[primitive] = rule
 
 
+_X64_WEAK = {"int32": "int64", "float32": "float64", "complex64": "complex128"}
+
+
 def _export_arg(value: dict) -> Any:
+    """A weakly typed scalar stands for a Python number: 64-bit when the student enabled x64,
+    as JAX itself would trace `f(1.0)` then."""
     import jax
 
     if value["t"] == "abstract":
-        return jax.ShapeDtypeStruct(tuple(value["shape"]), value["dtype"], weak_type=value.get("weak", False))
+        dtype, weak = value["dtype"], value.get("weak", False)
+        if weak and jax.config.jax_enable_x64:
+            dtype = _X64_WEAK.get(dtype, dtype)
+        return jax.ShapeDtypeStruct(tuple(value["shape"]), dtype, weak_type=weak)
     return decode(value)
 
 

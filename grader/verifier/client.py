@@ -109,6 +109,7 @@ class ModuleFacts(_Wire):
     nr_devices: int = Field(ge=0, le=2**31)
     ops: list[Text] = Field(max_length=MAX_OPS)
     custom_calls: list[Text] = Field(max_length=MAX_OPS)
+    op_count: int = Field(default=0, ge=0, le=2**31, description="operations in the module, nested ones included")
 
 
 InputValue = Annotated[ArrayValue | PyScalar, Field(discriminator="t")]

@@ -96,16 +96,19 @@ def _one_line(exc: BaseException) -> str:
 # ----------------------------------------------------------------------------- inspection
 
 
-def _walk(module: Any) -> tuple[set[str], set[str], list[str]]:
-    """(op names, custom-call targets, problems) of a parsed module, operation by operation."""
+def _walk(module: Any) -> tuple[set[str], set[str], list[str], int]:
+    """(op names, custom-call targets, problems, number of operations) of a parsed module,
+    operation by operation."""
     from jax._src.lib.mlir import ir
 
     names: set[str] = set()
     targets: set[str] = set()
     problems: list[str] = []
     stack = [module.operation]
+    count = 0
     while stack:
         op = stack.pop().operation
+        count += 1
         name = op.name
         names.add(name)
         if name == "stablehlo.custom_call":
@@ -116,7 +119,7 @@ def _walk(module: Any) -> tuple[set[str], set[str], list[str]]:
         for region in op.regions:
             for block in region:
                 stack.extend(block)
-    return names, targets, problems
+    return names, targets, problems, count
 
 
 def _signature(module: Any) -> tuple[list[tuple[list[int], str]], list[tuple[list[int], str]]]:
@@ -173,10 +176,11 @@ def inspect_module(exported: Any) -> dict:
         "nr_devices": min(int(exported.nr_devices), 2**31),
         "ops": [],
         "custom_calls": [],
+        "op_count": 0,
     }
     with mlir.make_ir_context():
         module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
-        names, targets, problems = _walk(module)
+        names, targets, problems, facts["op_count"] = _walk(module)
         inputs, results = _signature(module)
     if len(names) > MAX_OPS or len(targets) > MAX_OPS:
         raise Refused(f"the module uses more than {MAX_OPS} kinds of operations", facts)
