@@ -10,6 +10,7 @@ through `grader.inert`.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import signal
@@ -34,13 +35,42 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+SUBCOMMANDS_HELP = """\
+subcommands:
+  grade validate [ASSIGNMENT ...]  check that assignments are sound (kill matrix, --junit, --json)
+  grade export OUTDIR              rebuild a batch's exports from its gradebook
+  grade schema                     print the JSON Schema of assignment.toml
+
+exit codes:
+  0  graded (every score at or above --fail-under); validate: everything holds
+  1  a score below --fail-under; validate: something does not hold
+  2  bad usage or input (one sentence on stderr)
+  3  the grader or an assignment is broken (a grader bug is reported as such)
+  130, 143  interrupted (Ctrl-C), terminated (SIGTERM); finished reports are kept
+"""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one sentence and exit 2, as for any bad usage
+        unknown = message.split("unrecognized arguments: ", 1)
+        if len(unknown) == 2:
+            flag = unknown[1].split()[0]
+            close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1)
+            if close:
+                message += f" (did you mean {close[0]}?)"
         raise UsageError(message)
 
 
+def _version() -> str:
+    from grader.report import environment
+
+    return f"grade (jax-course-grader) {environment().grader}"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="grade", description="Grade JAX course submissions (notebooks or modules).")
+    p = _Parser(prog="grade", description="Grade JAX course submissions (notebooks or modules).",
+                epilog=SUBCOMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=_version())
     p.add_argument("paths", nargs="+", metavar="PATH", help="submission files (.ipynb or .py)")
     p.add_argument("-a", "--assignment", help="assignment id or folder (default: from the notebook or file name)")
     p.add_argument("--json", metavar="FILE", help="write the JSON report here ('-' prints only the JSON)")
@@ -216,6 +246,14 @@ def run(argv: list[str]) -> int:
     subcommands = {"schema": _schema, "validate": _validate, "export": _export}  # a file: ./schema
     if argv and argv[0] in subcommands:
         return subcommands[argv[0]](argv[1:])
+    if not argv:
+        print(_parser().format_usage() + "\n" + SUBCOMMANDS_HELP + "\n`grade --help` says more.", file=sys.stderr)
+        return 2
+    first = argv[0]
+    if not first.startswith("-") and not Path(first).exists():
+        close = difflib.get_close_matches(first, list(subcommands), n=1, cutoff=0.75)
+        if close:
+            raise UsageError(f"{first!r} is neither a file nor a subcommand: did you mean `grade {close[0]}`?")
     args = _parser().parse_args(argv)
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")

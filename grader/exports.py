@@ -73,7 +73,7 @@ def gradescope_results(report: Report) -> dict:
             "status": "passed" if c.status == "passed" else "failed",
             "output": text("\n".join([c.message or ""] + ([f"The exercise asks: {r}" for r in c.requirements]
                                                              if c.status != "passed" else []))),
-            "visibility": "after_published" if c.hidden else "visible",
+            "visibility": "after_published" if c.hidden or c.reveal == "on_hand_in" else "visible",
         }
         for e in report.exercises for c in e.checks
     ]

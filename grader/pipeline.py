@@ -19,6 +19,7 @@ from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.probe.protocol import Observation, Request
 from grader.report import ExerciseResult, Report, SubmissionRef, environment
+from grader.reveal import Stage, judged_now, not_judged_yet, revealed
 from grader.scoring import score_check, score_exercise, total
 from grader.sandbox import Isolation, SandboxPolicy, available
 from grader.session import Session
@@ -146,11 +147,15 @@ def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
                             judge_error=f"{check.full_id} raised {one_line(exc)}")
 
 
-def judge(checks_plan: Plan, seen: Seen) -> list[ExerciseResult]:
+def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:
+    """Every check's verdict, as a student may see it (`grader.reveal`): at the self-check stage
+    the checks left to the hand-in are recorded, not judged."""
     results = []
     for exercise, checks in checks_plan:
-        scored = [score_check(check.full_id, spec, judge_one(check, spec, seen), exercise)
-                  for spec, check in zip(exercise.checks, checks)]
+        scored = []
+        for spec, check in zip(exercise.checks, checks):
+            outcome = revealed(judge_one(check, spec, seen), spec) if judged_now(spec, stage) else not_judged_yet(spec)
+            scored.append(score_check(check.full_id, spec, outcome, exercise))
         results.append(score_exercise(exercise, scored))
     return results
 

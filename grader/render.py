@@ -8,7 +8,7 @@ reverse text nor start a line of its own; only the grader's own colour codes rea
 from __future__ import annotations
 
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, name, terminal
-from grader.report import ExerciseResult, Report
+from grader.report import CHECKED_ON_HAND_IN, ExerciseResult, Report
 
 _MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "skipped": "-"}
 
@@ -18,13 +18,20 @@ def _points(x: float) -> str:
 
 
 def _check_lines(ex: ExerciseResult) -> list[str]:
-    """Why points were lost: "not answered yet" once, or each failed check with its message."""
-    if all(c.status == "failed" and (c.message or "").startswith("Not answered yet") for c in ex.checks):
-        names = sorted({c.message.split("`")[1] for c in ex.checks if c.message and "`" in c.message})
+    """Why points were lost: "not answered yet" once, or each failed check with its message (and
+    the checks the self-check leaves to the hand-in, in one line)."""
+    later = [c for c in ex.checks if c.status == "skipped" and c.message == CHECKED_ON_HAND_IN]
+    judged = [c for c in ex.checks if c not in later]
+    if judged and all(c.status == "failed" and (c.message or "").startswith("Not answered yet") for c in judged):
+        names = sorted({c.message.split("`")[1] for c in judged if c.message and "`" in c.message})
         return [f"      - not answered yet: define {', '.join(name(n) for n in names)}"]
     lines = []
+    if later:
+        ids = ", ".join(name(c.id.split(".", 1)[-1]) for c in later)
+        points = _points(sum(c.max_score for c in later))
+        lines.append(f"      - {len(later)} checked when you hand in ({points} pts): {ids}")
     for c in ex.checks:
-        if c.status != "passed":
+        if c.status != "passed" and c not in later:
             tag = " (hidden inputs)" if c.hidden else ""
             lines.append(f"      {_MARK[c.status]} {name(c.id)}{tag}, {_points(c.max_score)} pts: "
                          f"{terminal(c.message, MESSAGE_LIMIT)}")
@@ -34,7 +41,8 @@ def _check_lines(ex: ExerciseResult) -> list[str]:
 
 def summary_exercise(ex: ExerciseResult) -> str:
     """One exercise, for the notebook's self-check cells."""
-    head = "✅" if ex.score == ex.max_score else "❌"
+    pending = sum(c.max_score for c in ex.checks if c.status == "skipped" and c.message == CHECKED_ON_HAND_IN)
+    head = "✅" if ex.score == ex.max_score else "⏳" if ex.score + pending == ex.max_score else "❌"
     return "\n".join([f"{head} {terminal(ex.title)}: {_points(ex.score)} / {_points(ex.max_score)}"]
                      + _check_lines(ex))
 

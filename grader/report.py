@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 REPORT_SCHEMA_VERSION = 1
 
 CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped"]
+CHECKED_ON_HAND_IN = "recorded; checked when you hand in"  # a skipped check's message at the self-check
 
 
 class _Model(BaseModel):
@@ -56,9 +57,13 @@ class CheckResult(_Model):
     score: float
     max_score: float
     hidden: bool
+    reveal: Literal["details", "pass_fail", "on_hand_in"] = "details"
     message: str | None
     requirements: list[str] = Field(
         default_factory=list, description="the sentences of the exercise this check verifies (shown beside a failure)")
+    counterexample: str | None = Field(
+        default=None, description="for the instructor only: the failure with the hidden input or expected value "
+        "that `message` leaves out (reveal = 'pass_fail'); no student-facing output prints it")
     judge_error: str | None = Field(
         default=None, description="the check's own code raised on this answer (for the instructor): "
         "on the reference solution that is an assignment bug, which `grade validate` reports")

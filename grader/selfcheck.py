@@ -15,6 +15,7 @@ from grader import assignment as assignments
 from grader.pipeline import judge, observe_all, plan, seen_all
 from grader.probe.local import LocalProber, LocalVerifier
 from grader.render import summary_exercise
+from grader.reveal import judged_now
 
 
 def _namespace() -> dict[str, Any]:
@@ -39,6 +40,7 @@ def check(exercise: str, assignment: str, namespace: dict[str, Any] | None = Non
         known = ", ".join(e.id for e in loaded.spec.exercises)
         raise ValueError(f"{assignment} has no exercise {exercise!r} (it has {known})")
     prober = LocalProber(namespace if namespace is not None else _namespace())
-    observations = observe_all(prober, selected, probe_timeout=0)
-    result = judge(selected, seen_all(observations, LocalVerifier(), selected, timeout=0))[0]
+    now = [(ex, [c for s, c in zip(ex.checks, checks) if judged_now(s, "self_check")]) for ex, checks in selected]
+    observations = observe_all(prober, now, probe_timeout=0)
+    result = judge(selected, seen_all(observations, LocalVerifier(), now, timeout=0), stage="self_check")[0]
     print(summary_exercise(result))

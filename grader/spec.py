@@ -17,6 +17,7 @@ SCHEMA_VERSION = 1
 Identifier = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
 PythonName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 ArgType = Literal["py", "float32", "float64", "int32", "int64", "bool"]
+Reveal = Literal["details", "pass_fail", "on_hand_in"]
 
 
 class _Spec(BaseModel):
@@ -109,6 +110,23 @@ class _CheckBase(_Spec):
     hidden: bool = Field(
         default=False, description="its inputs are drawn per run from the seed (not in the notebook)"
     )
+    reveal: Reveal | None = Field(default=None, description=(
+        "what a student sees of a failure. 'details': the message with the call and the values; "
+        "'pass_fail': the message and `hint`, never an input or expected value (the instructor's report "
+        "keeps the counterexample); 'on_hand_in': not judged by the self-check, only when handed in. "
+        "Default: 'on_hand_in' for answers and predictions (answer checks, custom checks that only "
+        "observe names), 'pass_fail' for hidden checks, 'details' otherwise"))
+    hint: str | None = Field(default=None, description=(
+        "shown with a 'pass_fail' failure: a coarse hint the instructor writes, naming no hidden value"))
+
+    @property
+    def revealed(self) -> Reveal:
+        """The reveal policy in force (the field, else its default)."""
+        if self.reveal is not None:
+            return self.reveal
+        if self.kind == "answer" or (self.kind == "custom" and getattr(self, "call", None) is None):
+            return "on_hand_in"
+        return "pass_fail" if self.hidden else "details"
 
 
 class ReturnShape(_Spec):

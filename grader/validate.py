@@ -124,7 +124,8 @@ def _not_passed(report: Report, exercises: Iterable[str] | None = None) -> set[s
 
 
 def _describe(report: Report, ids: set[str]) -> str:
-    messages = {c.id: c.message for e in report.exercises for c in e.checks}
+    """The instructor's view of the failures: with the counterexamples a student does not see."""
+    messages = {c.id: c.counterexample or c.message for e in report.exercises for c in e.checks}
     return "; ".join(f"{i}: {messages.get(i) or 'passed'}" for i in sorted(ids))
 
 

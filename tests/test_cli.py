@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 
 from grader.report import Report
@@ -53,7 +55,7 @@ def test_unknown_assignment_exits_2(tmp_path: Path, repo_root: Path) -> None:
     assert_one_line_error(grade_cli("ch2-jit.py", "-a", "ch9-nope", cwd=tmp_path), "ch9-nope", "ch2-jit")
 
 
-@pytest.mark.parametrize("args", [(), ("--timeout", "0", "x.py"), ("--seed", "-1", "x.py"), ("--bogus", "x.py")])
+@pytest.mark.parametrize("args", [("--timeout", "0", "x.py"), ("--seed", "-1", "x.py"), ("--bogus", "x.py")])
 def test_bad_usage_exits_2(tmp_path: Path, args: tuple[str, ...]) -> None:
     assert_one_line_error(grade_cli(*args, cwd=tmp_path))
 
@@ -142,3 +144,37 @@ def test_same_seed_same_results_and_the_seed_is_recorded(submission_from_referen
     hidden_message = {c.id: c.message for e in first.exercises for c in e.checks}["tax.vectorized_hidden"]
     other_message = {c.id: c.message for e in other.exercises for c in e.checks}["tax.vectorized_hidden"]
     assert hidden_message != other_message  # drawn from the seed, not fixed
+
+
+def test_no_arguments_print_usage_subcommands_and_exit_codes(capsys) -> None:
+    from grader.cli import run
+
+    assert run([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: grade") and "grade validate" in err and "exit codes:" in err
+
+
+@pytest.mark.parametrize(("argv", "suggestion"), [
+    (["valdate"], "did you mean `grade validate`?"),
+    (["schma"], "did you mean `grade schema`?"),
+    (["x.py", "--jsn", "f"], "(did you mean --json?)"),
+])
+def test_a_mistyped_subcommand_or_flag_gets_did_you_mean(tmp_path, monkeypatch, argv, suggestion) -> None:
+    from grader.cli import run
+    from grader.errors import UsageError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=re.escape(suggestion)):
+        run(argv)
+
+
+def test_version_and_help(capsys) -> None:
+    from grader.cli import run
+
+    with pytest.raises(SystemExit) as done:
+        run(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("grade (jax-course-grader) ")
+    with pytest.raises(SystemExit):
+        run(["--help"])
+    out = capsys.readouterr().out
+    assert "subcommands:" in out and "130, 143" in out

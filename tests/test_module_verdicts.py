@@ -116,3 +116,32 @@ def test_x64_enabled_by_the_student_costs_nothing(submission_from_reference) -> 
     exported as 32-bit, and train_fori's `fori_loop(0, num_steps)` refused int64 against int32."""
     report = grade(submission_from_reference("enables_x64.py", "setup", "tax", "newton", "detective", "training"))
     assert report.score == report.max_score, messages(report)
+
+
+def test_no_hidden_value_in_any_student_facing_output(submission_from_reference) -> None:
+    """A hidden check's failure names how many hidden inputs are wrong, never one of them or its
+    expected value: not in the report's messages, the terminal, or Gradescope's output. The
+    instructor's report keeps the counterexample."""
+    import re
+
+    from grader.exports import gradescope_results
+    from grader.render import summary
+
+    report = grade(submission_from_reference("setup", "tax", "newton", "detective", "training",
+                                             "wrong_detective_and_tax_vectorized.py"))
+    hidden = {c.id: c for e in report.exercises for c in e.checks if c.hidden and c.status == "failed"}
+    assert "tax.vectorized_hidden" in hidden
+    check = hidden["tax.vectorized_hidden"]
+    assert check.reveal == "pass_fail" and re.search(r"wrong on \d+ of \d+ hidden inputs", check.message)
+    assert check.counterexample and "expected" in check.counterexample
+    def numbers(text: str) -> set[str]:
+        return set(re.findall(r"\d+\.\d+(?:e[+-]\d+)?", text))
+
+    visible = set().union(*(numbers(c.message or "") for e in report.exercises for c in e.checks if not c.hidden))
+    secret = numbers(check.counterexample) - visible  # the hidden incomes and their taxes
+    assert secret
+    student_facing = [summary(report), *(t["output"] for t in gradescope_results(report)["tests"]),
+                      *(c.message or "" for e in report.exercises for c in e.checks)]
+    for text in student_facing:
+        assert not secret & numbers(text), text
+    assert all(c.counterexample is None for e in report.exercises for c in e.checks if not c.hidden)

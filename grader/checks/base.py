@@ -42,6 +42,9 @@ class CheckOutcome(BaseModel):
     status: CheckStatus
     message: str | None = None
     judge_error: str | None = None
+    counterexample: str | None = Field(default=None, description=(
+        "what the student may not see (a hidden input, an expected value): the instructor's report only"))
+    tally: tuple[int, int] | None = Field(default=None, description="(calls that failed, calls made)")
 
 
 PASSED = CheckOutcome(status="passed")

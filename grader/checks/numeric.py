@@ -106,7 +106,11 @@ class NumericCheckImpl:
             return answers
         expected = self.reference_values if self.reference_values is not None else [c.expected for c in self.cases]
         why = disagreement(fn, self.cases, answers, expected, self.spec.output, self.spec.rtol, self.spec.atol)
-        return failed(hint, why) if why else PASSED
+        if not why:
+            return PASSED
+        wrong = sum(1 for value, want in zip(answers, expected)
+                    if mismatch(select(value, self.spec.output), want, self.spec.rtol, self.spec.atol))
+        return failed(hint, why).model_copy(update={"tally": (wrong or 1, len(self.cases))})
 
 
 def select(value: Any, index: int | None) -> Any:
