@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, Literal
 
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop, run_sync
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from grader import lifetime
 from grader.errors import KernelStartFailed
@@ -53,6 +53,9 @@ class CellRun(BaseModel):
     evalue: str | None = None
     observations: list[dict[str, Any]] = []
     seconds: float = 0.0
+    line: int | None = Field(default=None, description="the line of the cell where it raised, from the traceback")
+
+
 
 
 @functools.cache
@@ -78,7 +81,7 @@ def _client_class() -> type:
             msg_type, content = msg["msg_type"], msg["content"]
             if msg_type == "error" and not any(o["output_type"] == "error" for o in outs):
                 out = NotebookNode(output_type="error", ename=content["ename"], evalue=content["evalue"],
-                                   traceback=[])
+                                   traceback=[], line=content.get("line"))
             elif msg_type == "display_data" and MIME_TYPE in content.get("data", {}):
                 out = NotebookNode(output_type="display_data", data=content["data"], metadata={})
             else:
@@ -366,7 +369,8 @@ class Kernel:
             return self._finish(CellRun(status="died", evalue=str(broken)), cell, started)
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if errors:
-            run = CellRun(status="error", ename=errors[0].get("ename"), evalue=errors[0].get("evalue"))
+            run = CellRun(status="error", ename=errors[0].get("ename"), evalue=errors[0].get("evalue"),
+                          line=errors[0].get("line"))
         else:
             run = CellRun(status="ok")
         return self._finish(run, cell, started)

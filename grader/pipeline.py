@@ -11,6 +11,7 @@ from typing import Callable, Protocol
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
+from grader.attribution import attribute
 from grader.checks import Check, Context, Planner, Seen, build
 from grader.checks.base import CheckOutcome
 from grader.errors import AssignmentBug, UsageError, WrongAssignment
@@ -147,15 +148,47 @@ def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
                             judge_error=f"{check.full_id} raised {one_line(exc)}")
 
 
+def _subject(spec: CheckSpec) -> str | None:
+    """The student function a check judges (a custom check's `function` is the instructor's)."""
+    if spec.kind == "custom":
+        return spec.call
+    return getattr(spec, "function", None) if spec.kind != "interface" else spec.name
+
+
+def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcome:
+    """One root cause, one message: a check that failed only because the function's values are
+    wrong, or because JAX cannot trace it (which `root` already says, with the call or the line),
+    gives no advice of its own."""
+    if outcome.cause == "values":
+        message, cause = f"same wrong values as {root}; this check of {spec.title!r} is judged once those are right", \
+            "same_values"
+    else:
+        message, cause = f"same tracing error as {root}; this check of {spec.title!r} is judged once it traces", \
+            "same_trace"
+    return outcome.model_copy(update={"message": message, "cause": cause,
+                                      "counterexample": outcome.counterexample or outcome.message, "tally": None})
+
+
 def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:
     """Every check's verdict, as a student may see it (`grader.reveal`): at the self-check stage
-    the checks left to the hand-in are recorded, not judged."""
+    the checks left to the hand-in are recorded, not judged; a check failed only by values an
+    earlier check already showed wrong points to it (one root cause, one message)."""
     results = []
     for exercise, checks in checks_plan:
         scored = []
+        first: dict[tuple[str, str], str] = {}  # (function, cause) -> the first check it failed
         for spec, check in zip(exercise.checks, checks):
-            outcome = revealed(judge_one(check, spec, seen), spec) if judged_now(spec, stage) else not_judged_yet(spec)
-            scored.append(score_check(check.full_id, spec, outcome, exercise))
+            if not judged_now(spec, stage):
+                scored.append(score_check(check.full_id, spec, not_judged_yet(spec), exercise))
+                continue
+            outcome = judge_one(check, spec, seen)
+            function = _subject(spec)
+            key = (function or "", outcome.cause or "")
+            if outcome.cause in ("values", "trace") and key in first:
+                outcome = same_cause(outcome, spec, first[key])
+            elif outcome.cause in ("values", "trace") and function:
+                first[key] = check.full_id
+            scored.append(score_check(check.full_id, spec, revealed(outcome, spec), exercise))
         results.append(score_exercise(exercise, scored))
     return results
 
@@ -199,7 +232,7 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
     finally:
         verifier.close()
     preparation.wait()
-    exercises = judge(checks_plan, seen)
+    exercises, problems = attribute(judge(checks_plan, seen), submission.cells, session.problems)
     score, max_score = total(exercises)
     return Report(
         assignment=assignment.spec.id,
@@ -212,7 +245,7 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
         seed=seed,
         duration_s=round(time.monotonic() - started, 3),
         environment=environment(),
-        cell_problems=session.problems,
+        cell_problems=problems,
         cell_problems_omitted=session.problems_omitted,
         isolation=isolation_for(options),
     )

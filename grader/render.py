@@ -24,7 +24,9 @@ def _check_lines(ex: ExerciseResult) -> list[str]:
     judged = [c for c in ex.checks if c not in later]
     if judged and all(c.status == "failed" and (c.message or "").startswith("Not answered yet") for c in judged):
         names = sorted({c.message.split("`")[1] for c in judged if c.message and "`" in c.message})
-        return [f"      - not answered yet: define {', '.join(name(n) for n in names)}"]
+        causes = sorted({c.message.split(", because ", 1)[1] for c in judged if ", because " in (c.message or "")})
+        return [f"      - not answered yet: define {', '.join(name(n) for n in names)}"] + [
+            f"        because {terminal(cause, MESSAGE_LIMIT)}" for cause in causes]
     lines = []
     if later:
         ids = ", ".join(name(c.id.split(".", 1)[-1]) for c in later)
@@ -62,6 +64,8 @@ def summary(report: Report, *, color: bool = False) -> str:
         lines.append(f"  {title:<{width}}  {paint(score, '32' if full else '33')}")
         lines.extend(_check_lines(ex))
     for problem in report.cell_problems:
+        if problem.exercise is not None:
+            continue  # told under its exercise
         lines.append(paint(f"  note: {terminal(problem.message, MESSAGE_LIMIT)}", "2"))
     total = f"{_points(report.score)} / {_points(report.max_score)}"
     lines.append(f"Total {paint(total, '1')}   (seed {report.seed}, {report.duration_s:.1f} s)")

@@ -32,6 +32,10 @@ class CellProblem(_Model):
     where: str
     status: Literal["error", "timeout", "died", "skipped"]
     message: str
+    line: int | None = Field(default=None, description="the line of the cell where it raised")
+    ename: str | None = Field(default=None, description="the exception's type, when it raised")
+    exercise: str | None = Field(default=None, description=(
+        "the exercise whose names it would have defined (its checks say so; the note is not repeated)"))
 
 
 class Isolation(_Model):

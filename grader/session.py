@@ -90,7 +90,7 @@ def _capped(text: str) -> str:
 def _where(submission: Submission, cell: SourceCell) -> str:
     if submission.kind == "module":
         return f"line {cell.first_line}"
-    return f"cell {cell.index + 1}"
+    return f"cell {cell.number or cell.index + 1}"
 
 
 class Session:
@@ -192,7 +192,11 @@ class Session:
             msg = f"{where}: {run.evalue}; the kernel was restarted without that cell"
         else:
             msg = f"{where} killed the Python kernel; it was restarted without that cell"
-        return CellProblem(cell=cell.index, where=where, status=run.status, message=msg)
+        if run.status == "error" and run.line is not None:
+            at = f"line {cell.first_line + run.line - 1}" if where.startswith("line ") else f"{where}, line {run.line}"
+            msg = msg.replace(f"{where} raised", f"{at} raised", 1)
+        return CellProblem(cell=cell.index, where=where, status=run.status, message=msg, line=run.line,
+                           ename=run.ename if run.status == "error" else None)
 
     def close(self) -> None:
         if self._kernel is not None:

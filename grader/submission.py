@@ -28,7 +28,7 @@ import tokenize
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from grader.errors import SubmissionUnreadable, WrongAssignment
 
@@ -70,6 +70,9 @@ class SourceCell(BaseModel):
     index: int
     source: str
     first_line: int = 1
+    number: int | None = Field(default=None, description=(
+        "a notebook's cells as Jupyter numbers them after Run All: the code cells that run, from 1 "
+        "(`index` counts markdown cells too)"))
 
 
 class Submission(BaseModel):
@@ -294,7 +297,7 @@ def _notebook_cells(text: str, shown: str) -> tuple[list[SourceCell], str | None
             chars += len(source)
             if chars > MAX_SOURCE_CHARS:
                 raise SubmissionUnreadable(shown, _too_much_code(chars))
-            cells.append(SourceCell(index=i, source=source))
+            cells.append(SourceCell(index=i, source=source, number=len(cells) + 1))
     return cells, hint
 
 

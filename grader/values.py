@@ -87,6 +87,31 @@ def unpack(value: Any, n: int) -> list[Any] | None:
     return items if len(items) == n else None
 
 
+def number(value: Any) -> str:
+    """A number as a student reads it: no float noise (39753.95, not 39753.946874999994),
+    whole numbers without a fraction, nan / inf as Python writes them."""
+    if isinstance(value, (bool, np.bool_)):
+        return repr(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (complex, np.complexfloating)):
+        return repr(complex(value))
+    as_float = float(value)
+    if not np.isfinite(as_float):
+        return repr(as_float)
+    text = f"{as_float:.7g}"
+    return text if any(c in text for c in ".en") else text + ".0"  # a float still reads as one
+
+
+def _array(arr: np.ndarray) -> str:
+    """An array on one line, abbreviated: [0, 5000, 9999.5, …, 123456, 1e+06] (shape (12,))."""
+    flat = arr.ravel()
+    shown = [number(v) for v in flat] if flat.size <= 8 else \
+        [*(number(v) for v in flat[:3]), "…", *(number(v) for v in flat[-2:])]
+    text = "[" + ", ".join(shown) + "]"
+    return f"{text} (shape {tuple(arr.shape)})" if arr.ndim > 1 or arr.size > 8 else text
+
+
 def describe(obj: Any) -> str:
     """A short, student-readable rendering of a value for failure messages."""
     if isinstance(obj, OpaqueValue):
@@ -94,10 +119,11 @@ def describe(obj: Any) -> str:
     if isinstance(obj, Tree):
         return f"{obj.type}(" + ", ".join(describe(x) for x in obj.leaves[:8]) + (", …" if len(obj.leaves) > 8 else "") + ")"
     if isinstance(obj, np.ndarray):
-        if obj.ndim == 0:
-            return f"{obj.item()!r}"
-        text = np.array2string(obj, precision=6, threshold=8, separator=", ")
-        return f"{text} (shape {tuple(obj.shape)})" if obj.ndim > 1 or obj.size > 8 else text
+        if obj.dtype.kind not in "biufc":
+            return f"an array of {obj.dtype} (shape {tuple(obj.shape)})"
+        return number(obj.item()) if obj.ndim == 0 else _array(obj)
+    if isinstance(obj, (float, int, np.generic)) and not isinstance(obj, (str, bytes)):
+        return number(obj)
     if isinstance(obj, dict):
         shown = list(obj.items())[:8]
         more = ", …" if len(obj) > 8 else ""

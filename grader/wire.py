@@ -284,6 +284,23 @@ def _execution_count(content: dict, where: str) -> int | None:
     return value
 
 
+_CELL_LINE = re.compile(r"(?:Cell In\[\d*\]|<cell line: ?)[^\d]{0,40}?(?:line )?(\d{1,6})(?!\d)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def cell_line(traceback: Any) -> int | None:
+    """The line of the student's cell in an IPython traceback ("Cell In[3], line 5"): the last
+    frame in the cell (hostile text: only a bounded number is taken from it)."""
+    if not isinstance(traceback, list):
+        return None
+    found = None
+    for entry in traceback[:50]:
+        if isinstance(entry, str):
+            for match in _CELL_LINE.finditer(_ANSI.sub("", entry[:4000])):
+                found = int(match.group(1))
+    return found
+
+
 def check_content(msg_type: str, content: Any) -> dict | None:
     """The part of a parsed content that is kept, or None when the message is to be dropped after
     all (display_data that turns out not to carry an observation)."""
@@ -299,7 +316,8 @@ def check_content(msg_type: str, content: Any) -> dict | None:
         _need(isinstance(traceback, list) and all(isinstance(line, str) for line in traceback),
               f"the 'traceback' of its {where} is not a list of strings")
         assert ename is not None and evalue is not None
-        return {"ename": _cap(ename, MAX_ENAME), "evalue": _cap(evalue, MAX_EVALUE), "traceback": []}
+        return {"ename": _cap(ename, MAX_ENAME), "evalue": _cap(evalue, MAX_EVALUE), "traceback": [],
+                "line": cell_line(traceback)}
     if msg_type == "execute_reply":
         status = _str_field(content, "status", where, limit=32)
         kept: dict[str, Any] = {"status": status, "execution_count": _execution_count(content, where)}

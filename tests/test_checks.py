@@ -165,7 +165,12 @@ def test_raised_is_an_error_that_names_the_exception(ch2, ctx, full_id) -> None:
     assert outcome.status == ("failed" if full_id == "newton.compiles_once" else "error")
     assert "TypeError" in outcome.message and "bad operand" in outcome.message
     assert ONE_FUNCTION_CHECKS[full_id] in outcome.message
-    assert outcome.message.startswith(check.spec.message)
+    if outcome.cause == "trace" and outcome.status == "error":
+        # JAX could not trace it: the property the check tests was never reached, so not its advice
+        assert not outcome.message.startswith(check.spec.message)
+        assert outcome.message.startswith(f"{ONE_FUNCTION_CHECKS[full_id]} could not be traced by jax.jit")
+    else:
+        assert outcome.message.startswith(check.spec.message)
 
 
 @pytest.mark.parametrize("full_id", list(ONE_FUNCTION_CHECKS))

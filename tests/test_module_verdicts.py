@@ -77,7 +77,9 @@ def test_a_python_callback_is_refused_with_a_sentence(submission_from_reference)
     report = grade(path)
     newton = {c.id: c for e in report.exercises if e.id == "newton" for c in e.checks}
     assert newton["newton.visible"].status == "error"
-    assert "Python" in newton["newton.visible"].message
+    explained = [c for c in newton.values() if "calls back into Python" in (c.message or "")]
+    assert len(explained) == 1  # one root cause, one message; the other checks point to it
+    assert "same tracing error as" in newton["newton.visible"].message or explained[0].id == "newton.visible"
     assert {e.id: e.score for e in report.exercises}["tax"] == 25
 
 
@@ -132,7 +134,8 @@ def test_no_hidden_value_in_any_student_facing_output(submission_from_reference)
     hidden = {c.id: c for e in report.exercises for c in e.checks if c.hidden and c.status == "failed"}
     assert "tax.vectorized_hidden" in hidden
     check = hidden["tax.vectorized_hidden"]
-    assert check.reveal == "pass_fail" and re.search(r"wrong on \d+ of \d+ hidden inputs", check.message)
+    # the visible check already shows the wrong values: this one points to it, and names no hidden value
+    assert check.reveal == "pass_fail" and check.message.startswith("same wrong values as tax.vectorized_visible")
     assert check.counterexample and "expected" in check.counterexample
     def numbers(text: str) -> set[str]:
         return set(re.findall(r"\d+\.\d+(?:e[+-]\d+)?", text))
@@ -144,4 +147,35 @@ def test_no_hidden_value_in_any_student_facing_output(submission_from_reference)
                       *(c.message or "" for e in report.exercises for c in e.checks)]
     for text in student_facing:
         assert not secret & numbers(text), text
-    assert all(c.counterexample is None for e in report.exercises for c in e.checks if not c.hidden)
+    visible_root = next(c for e in report.exercises for c in e.checks if c.id == "tax.vectorized_visible")
+    assert visible_root.counterexample is None and "expected" in visible_root.message  # a visible check teaches
+
+
+def test_one_wrong_rate_is_one_message(submission_from_reference) -> None:
+    """One root cause, one message: the first check the wrong values fail says which call and
+    what was expected; the others that re-test those values point to it and give no advice of
+    their own (no "use jnp.select", no "keep the input's shape" to a student who did both)."""
+    report = grade(submission_from_reference("setup", "tax", "tax_vectorized_one_wrong_rate.py", "newton",
+                                             "detective", "training"))
+    tax = {c.id: c for e in report.exercises if e.id == "tax" for c in e.checks if c.status != "passed"}
+    root = tax.pop("tax.vectorized_visible")
+    assert "element 7 is 6888.75, expected 6111.0" in root.message and root.requirements
+    assert set(tax) == {"tax.vectorized_hidden", "tax.vectorized_keeps_shape", "tax.vectorized_handles_arrays",
+                        "tax.vectorized_under_jit"}
+    for follower in tax.values():
+        assert follower.message.startswith("same wrong values as tax.vectorized_visible"), follower.message
+        assert not follower.requirements
+    advice = " ".join(c.message for c in tax.values())
+    assert "jnp.select" not in advice and "shape" not in advice.replace("keeps the input's shape", "")
+
+
+def test_a_python_while_on_a_tracer_is_one_message_with_its_line_and_the_construct(submission_from_reference) -> None:
+    report = grade(submission_from_reference("setup", "tax", "newton_python_while.py", "detective", "training"))
+    newton = [c for e in report.exercises if e.id == "newton" for c in e.checks if c.status != "passed"]
+    explained = [c for c in newton if "TracerBoolConversionError" in (c.message or "")]
+    assert len(explained) == 1, [c.message for c in newton]
+    assert "at line 9 of its cell" in explained[0].message and "lax.while_loop" in explained[0].message
+    others = [c for c in newton if c is not explained[0] and "could not be traced" not in (c.message or "")]
+    assert all(c.message.startswith(f"same tracing error as {explained[0].id}") for c in others
+               if c.message and "same" in c.message)
+    assert sum(1 for c in newton if (c.message or "").startswith("same tracing error as")) >= 3

@@ -45,6 +45,9 @@ class CheckOutcome(BaseModel):
     counterexample: str | None = Field(default=None, description=(
         "what the student may not see (a hidden input, an expected value): the instructor's report only"))
     tally: tuple[int, int] | None = Field(default=None, description="(calls that failed, calls made)")
+    cause: Literal["values", "trace", "same_values", "same_trace"] | None = Field(default=None, description=(
+        "'values': the function's values disagree with the reference; 'trace': JAX could not trace it; the "
+        "later checks of the same function that fail for that reason point here ('same_values', 'same_trace')"))
 
 
 PASSED = CheckOutcome(status="passed")
@@ -194,3 +197,9 @@ def result_of(seen: Seen, request: Request, kind: type[R], subject: str, hint: s
 
 def failed(hint: str, detail: str) -> CheckOutcome:
     return CheckOutcome(status="failed", message=f"{hint}: {detail}")
+
+
+def wrong_values(hint: str, detail: str) -> CheckOutcome:
+    """A failure because the function's values are not the reference's (not its shape, not its
+    program): the root cause other checks of the same function then name instead of advising."""
+    return CheckOutcome(status="failed", message=f"{hint}: {detail}", cause="values")

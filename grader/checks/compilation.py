@@ -11,7 +11,7 @@ which can only fail a check, never pass one. From the kernel alone: that count.
 from __future__ import annotations
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of, wrong_values
 from grader.checks.numeric import disagreement, reference_values
 from grader.checks.program import ProgramCalls
 from grader.probe.protocol import CompileCountResult, Request
@@ -58,9 +58,10 @@ class CompileLimitCheckImpl:
         assert self.program is not None
         exported = self.program.exported(seen, spec.message)
         if isinstance(exported, CheckOutcome):
-            if exported.status == "error" and "could not be traced" in (exported.message or ""):
-                return failed(spec.message, (exported.message or "").split(": ", 1)[-1]
-                              + " (with every argument traced, as the calls vary them)")
+            text = exported.message or ""
+            if exported.status == "error" and "could not be traced" in text:
+                return failed(spec.message, text + " (with every argument traced, as the calls vary them)"
+                              ).model_copy(update={"cause": "trace"})
             return exported
         outcomes = self.program.outcomes(seen, spec.message)
         if isinstance(outcomes, CheckOutcome):
@@ -81,5 +82,5 @@ class CompileLimitCheckImpl:
                 return answers
             why = disagreement(spec.function, self.cases, answers, self.expected, spec.output, spec.rtol, spec.atol)
             if why:
-                return failed(spec.message, f"the program inspected does not compute the right values: {why}")
+                return wrong_values(spec.message, f"the program inspected does not compute the right values: {why}")
         return PASSED

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from grader.cases import Case, materialize
-from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, wrong_values
 from grader.checks.program import StudentCalls, public_positions
 from grader.faults import instructor_code
 from grader.probe.protocol import OpaqueValue, Request
 from grader.spec import NumericCheck
-from grader.values import Tree, describe, to_wire, unpack
+from grader.values import Tree, describe, number, to_wire, unpack
 
 
 def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
@@ -65,7 +65,7 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     if expected.ndim == 0:
         return f"returned {describe(got)}, expected {describe(expected)}"
     idx = tuple(int(i) for i in np.argwhere(~close)[0])
-    return (f"element {idx if len(idx) > 1 else idx[0]} is {got[idx].item()!r}, expected {expected[idx].item()!r} "
+    return (f"element {idx if len(idx) > 1 else idx[0]} is {number(got[idx])}, expected {number(expected[idx])} "
             f"({int((~close).sum())} of {close.size} elements differ)")
 
 
@@ -74,7 +74,7 @@ def _numpy_args(case: Case) -> tuple[tuple, dict]:
 
 
 def _call_text(function: str, case: Case) -> str:
-    parts = [describe(np.asarray(a)) if isinstance(a, (np.ndarray, np.generic)) else repr(a) for a in case.args]
+    parts = [describe(np.asarray(a)) if isinstance(a, (np.ndarray, np.generic)) else describe(a) for a in case.args]
     parts += [f"{k}={v!r}" for k, v in case.kwargs.items()]
     text = ", ".join(parts)
     return f"{function}({text if len(text) < 120 else text[:117] + '...'})"
@@ -110,7 +110,8 @@ class NumericCheckImpl:
             return PASSED
         wrong = sum(1 for value, want in zip(answers, expected)
                     if mismatch(select(value, self.spec.output), want, self.spec.rtol, self.spec.atol))
-        return failed(hint, why).model_copy(update={"tally": (wrong or 1, len(self.cases))})
+        outcome = failed(hint, why) if "returned shape" in why else wrong_values(hint, why)
+        return outcome.model_copy(update={"tally": (wrong or 1, len(self.cases))})
 
 
 def select(value: Any, index: int | None) -> Any:

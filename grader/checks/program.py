@@ -192,8 +192,9 @@ def could_not_trace(function: str, raised: Raised, hint: str) -> CheckOutcome:
     if raised.ename == "NotImplementedError" and "callback" in raised.evalue:
         teach = "it calls back into Python (jax.pure_callback / io_callback), which the grader does not run"
     detail = teach or raised.evalue
-    return CheckOutcome(status="error", message=f"{hint}: `{function}` could not be traced by jax.jit: "
-                                                f"{raised.ename}{where}: {detail}")
+    # not the check's own advice (`hint`): the property it tests was never reached
+    return CheckOutcome(status="error", message=f"`{function}` could not be traced by jax.jit: "
+                                                f"{raised.ename}{where}: {detail}", cause="trace")
 
 
 def public_positions(spec_public: list[int] | None, hidden: bool, cases: list[Case]) -> set[int]:

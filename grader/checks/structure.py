@@ -9,7 +9,7 @@ kernel ("jaxpr" / "lowered"): the primitives the probe reports (forgeable by the
 from __future__ import annotations
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of, wrong_values
 from grader.checks.numeric import disagreement, reference_values
 from grader.checks.program import ProgramCalls, public_positions
 from grader.probe.protocol import Request, TraceResult
@@ -94,4 +94,5 @@ class StructureCheckImpl:
         if isinstance(answers, CheckOutcome):
             return answers
         why = disagreement(spec.function, self.cases, answers, self.expected, spec.output, spec.rtol, spec.atol)
-        return failed(spec.message, f"the program inspected does not compute the right values: {why}") if why else PASSED
+        return wrong_values(spec.message, f"the program inspected does not compute the right values: {why}") \
+            if why else PASSED
