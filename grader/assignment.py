@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import tomllib
 from dataclasses import dataclass
@@ -16,17 +17,29 @@ from grader.errors import AssignmentNotFound, SpecInvalid
 from grader.spec import SCHEMA_VERSION, AssignmentSpec, describe_errors
 
 SPEC_FILE = "assignment.toml"
+PACKED_SPEC_FILE = "assignment.json"  # the student pack's public spec (`grade pack`)
+PACKED_DIR = Path(__file__).resolve().parent / "_assignments"
 
 
 def assignments_dir() -> Path:
-    """`$GRADER_ASSIGNMENTS`, else the `assignments/` folder beside the package."""
+    """`$GRADER_ASSIGNMENTS`, else the public assignments of a student pack, else the
+    `assignments/` folder beside the package (the instructor's clone)."""
     env = os.environ.get("GRADER_ASSIGNMENTS")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "assignments"
+    if env:
+        return Path(env)
+    return PACKED_DIR if PACKED_DIR.is_dir() else Path(__file__).resolve().parent.parent / "assignments"
+
+
+def _spec_file(folder: Path) -> Path | None:
+    for name in (SPEC_FILE, PACKED_SPEC_FILE):
+        if (folder / name).is_file():
+            return folder / name
+    return None
 
 
 def available() -> list[str]:
     root = assignments_dir()
-    return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).is_file()) if root.is_dir() else []
+    return sorted(p.name for p in root.iterdir() if _spec_file(p)) if root.is_dir() else []
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,7 @@ def resolve(name_or_path: str) -> Path:
     if name_or_path in available():
         return assignments_dir() / name_or_path
     candidate = Path(name_or_path)
-    if (candidate / SPEC_FILE).is_file():
+    if _spec_file(candidate):
         return candidate.resolve()
     raise AssignmentNotFound(name_or_path, available())
 
@@ -64,10 +77,13 @@ def resolve(name_or_path: str) -> Path:
 def read_spec(folder: Path) -> AssignmentSpec:
     """Parse and validate `assignment.toml`; every problem becomes one plain line."""
     name = folder.name
+    path = _spec_file(folder) or folder / SPEC_FILE
     try:
-        raw = tomllib.loads((folder / SPEC_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecInvalid(name, [f"{SPEC_FILE} is not readable TOML: {exc}"]) from None
+        text = path.read_text(encoding="utf-8")
+        raw = json.loads(text) if path.name == PACKED_SPEC_FILE else tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise SpecInvalid(name, [f"{path.name} is not readable {'JSON' if path.suffix == '.json' else 'TOML'}: "
+                                 f"{exc}"]) from None
     version = raw.get("schema_version")
     if version != SCHEMA_VERSION:
         side = "the grader is too old for it" if isinstance(version, int) and version > SCHEMA_VERSION \
@@ -106,7 +122,7 @@ def load(name_or_path: str) -> Assignment:
     submissions, and checks.py may cache costly work such as measuring JAX)."""
     folder = resolve(name_or_path)
     stamp = tuple((folder / f).stat().st_mtime_ns if (folder / f).exists() else 0
-                  for f in (SPEC_FILE, "references.py", "checks.py"))
+                  for f in (SPEC_FILE, PACKED_SPEC_FILE, "references.py", "checks.py"))
     return _load(folder, stamp)
 
 

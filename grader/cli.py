@@ -39,6 +39,7 @@ SUBCOMMANDS_HELP = """\
 subcommands:
   grade validate [ASSIGNMENT ...]  check that assignments are sound (kill matrix, --junit, --json)
   grade export OUTDIR              rebuild a batch's exports from its gradebook
+  grade pack ASSIGNMENT -o DIR     what students get: a self-check wheel without the answer key
   grade schema                     print the JSON Schema of assignment.toml
 
 exit codes:
@@ -213,6 +214,22 @@ def _batch(args: argparse.Namespace) -> int:
     return 1 if result.below else 0
 
 
+def _pack(argv: list[str]) -> int:
+    p = _Parser(prog="grade pack", description="Write what students get: a wheel of the self-check with the "
+                "assignment's public checks only, the template notebook and STUDENTS.md.")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("-o", "--outdir", type=Path, required=True, help="the folder to hand out")
+    args = p.parse_args(argv)
+    from grader import assignment as assignments
+    from grader.pack import build_pack
+
+    if args.assignment not in assignments.available():
+        raise UsageError(f"no assignment {args.assignment!r} here (there are: {', '.join(assignments.available())})")
+    wheel = build_pack(args.assignment, args.outdir)
+    print(f"{terminal(wheel, PATH_LIMIT)}\n{terminal(args.outdir / 'STUDENTS.md', PATH_LIMIT)}")
+    return 0
+
+
 def _export(argv: list[str]) -> int:
     p = _Parser(prog="grade export", description="Rebuild exports of a batch from its gradebook, without grading.")
     p.add_argument("outdir", type=Path, help="the -o folder of an earlier batch")
@@ -243,7 +260,7 @@ def _export(argv: list[str]) -> int:
 
 
 def run(argv: list[str]) -> int:
-    subcommands = {"schema": _schema, "validate": _validate, "export": _export}  # a file: ./schema
+    subcommands = {"schema": _schema, "validate": _validate, "export": _export, "pack": _pack}  # a file: ./schema
     if argv and argv[0] in subcommands:
         return subcommands[argv[0]](argv[1:])
     if not argv:

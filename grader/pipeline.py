@@ -6,30 +6,25 @@ import functools
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
 from grader.attribution import attribute
-from grader.checks import Check, Context, Planner, Seen, build
-from grader.checks.base import CheckOutcome
+from grader.checks import Seen
 from grader.errors import AssignmentBug, UsageError, WrongAssignment
 from grader.faults import one_line
+from grader.judging import judge, observe_all, plan
 from grader.kernel import Kernel
 from grader.options import GradeOptions
-from grader.probe.protocol import Observation, Request
-from grader.report import ExerciseResult, Report, SubmissionRef, environment
-from grader.reveal import Stage, judged_now, not_judged_yet, revealed
-from grader.scoring import score_check, score_exercise, total
+from grader.report import Report, SubmissionRef, environment
 from grader.sandbox import Isolation, SandboxPolicy, available
+from grader.scoring import total
 from grader.session import Session
-from grader.spec import CheckSpec, ExerciseSpec
 from grader.submission import Submission, claim_text, read_submission
-from grader.verification import InBackground, Verifying, verify_all
+from grader.verification import InBackground
 from grader.verifier.client import Verifier
-
-Plan = list[tuple[ExerciseSpec, list[Check]]]
 
 
 def isolation_for(options: GradeOptions) -> Isolation:
@@ -73,13 +68,6 @@ def choose_assignment(submission: Submission, options: GradeOptions) -> str:
     raise UsageError(f"cannot tell which assignment {submission.path} is for; pass -a ({', '.join(known)})")
 
 
-def plan(assignment: Assignment, seed: int) -> Plan:
-    """Every check built with its inputs drawn: hidden inputs come from the seed. One planner
-    for the whole assignment, so checks that need the same export share it."""
-    ctx = Context(assignment=assignment, seed=seed, planner=Planner())
-    return [(ex, [build(ex.id, spec, ctx) for spec in ex.checks]) for ex in assignment.spec.exercises]
-
-
 class _Preparation:
     """Runs checks.py's optional prepare() beside the kernel start (e.g. measuring real JAX)."""
 
@@ -101,96 +89,6 @@ class _Preparation:
             self._thread.join()
         if self._error:
             raise AssignmentBug("checks.py prepare()", one_line(self._error)) from self._error
-
-
-class Prober(Protocol):
-    """Answers probe requests: a kernel Session for grading, a LocalProber for self-checks."""
-
-    def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]: ...
-
-
-def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
-                on_exercise: Callable[[list[Check], dict[str, Observation]], None] | None = None,
-                ) -> dict[str, Observation]:
-    """One probe batch per exercise, so a hang in one exercise costs only that exercise; a request
-    that several checks share is asked once. `on_exercise` gets each exercise's checks as soon
-    as the kernel has answered them (the verifier starts on them meanwhile)."""
-    observations: dict[str, Observation] = {}
-    asked: set[str] = set()
-    for _, checks in checks_plan:
-        requests = []
-        for check in checks:
-            for request in check.requests():
-                if request.id not in asked:
-                    asked.add(request.id)
-                    requests.append(request)
-        observations.update(prober.observe(requests, probe_timeout))
-        if on_exercise is not None:
-            on_exercise(checks, observations)
-    return observations
-
-
-def seen_all(observations: dict[str, Observation], verifier: Verifying, checks_plan: Plan,
-             timeout: float, budget: float | None = None) -> Seen:
-    """The kernel's observations and the verifier's runs of the exported programs."""
-    checks = [check for _, exercise_checks in checks_plan for check in exercise_checks]
-    return Seen(observations=observations, runs=verify_all(verifier, checks, observations, timeout, budget))
-
-
-def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
-    """One check's verdict. What it judges is the student's: whatever it holds, a check that
-    raises on it gives that check an `error` (the exception kept for the instructor), never an
-    exception out of the grader."""
-    try:
-        return check.judge(seen)
-    except Exception as exc:  # noqa: BLE001 - the boundary between student data and check code
-        return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
-                            judge_error=f"{check.full_id} raised {one_line(exc)}")
-
-
-def _subject(spec: CheckSpec) -> str | None:
-    """The student function a check judges (a custom check's `function` is the instructor's)."""
-    if spec.kind == "custom":
-        return spec.call
-    return getattr(spec, "function", None) if spec.kind != "interface" else spec.name
-
-
-def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcome:
-    """One root cause, one message: a check that failed only because the function's values are
-    wrong, or because JAX cannot trace it (which `root` already says, with the call or the line),
-    gives no advice of its own."""
-    if outcome.cause == "values":
-        message, cause = f"same wrong values as {root}; this check of {spec.title!r} is judged once those are right", \
-            "same_values"
-    else:
-        message, cause = f"same tracing error as {root}; this check of {spec.title!r} is judged once it traces", \
-            "same_trace"
-    return outcome.model_copy(update={"message": message, "cause": cause,
-                                      "counterexample": outcome.counterexample or outcome.message, "tally": None})
-
-
-def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:
-    """Every check's verdict, as a student may see it (`grader.reveal`): at the self-check stage
-    the checks left to the hand-in are recorded, not judged; a check failed only by values an
-    earlier check already showed wrong points to it (one root cause, one message)."""
-    results = []
-    for exercise, checks in checks_plan:
-        scored = []
-        first: dict[tuple[str, str], str] = {}  # (function, cause) -> the first check it failed
-        for spec, check in zip(exercise.checks, checks):
-            if not judged_now(spec, stage):
-                scored.append(score_check(check.full_id, spec, not_judged_yet(spec), exercise))
-                continue
-            outcome = judge_one(check, spec, seen)
-            function = _subject(spec)
-            key = (function or "", outcome.cause or "")
-            if outcome.cause in ("values", "trace") and key in first:
-                outcome = same_cause(outcome, spec, first[key])
-            elif outcome.cause in ("values", "trace") and function:
-                first[key] = check.full_id
-            scored.append(score_check(check.full_id, spec, revealed(outcome, spec), exercise))
-        results.append(score_exercise(exercise, scored))
-    return results
 
 
 def verifier_for(options: GradeOptions) -> Verifier:

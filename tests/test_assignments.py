@@ -136,3 +136,23 @@ def test_template_has_a_selfcheck_cell_per_exercise(repo_root: Path) -> None:
     selfchecks = [c.source for c in nb.cells if "selfcheck" in c.metadata.get("tags", [])]
     assert selfchecks == [f'from grader.selfcheck import check\ncheck("{e}", "ch2-jit")' for e in EXERCISES]
     assert nb.metadata["grader"]["assignment"] == "ch2-jit"
+
+
+def test_selfcheck_stops_an_endless_function_with_a_sentence(reference_namespace: dict, capsys) -> None:
+    def newton_sqrt(a, tol):  # never returns: a Python loop the probe's tracing runs forever
+        while True:
+            pass
+
+    check("newton", "ch2-jit", namespace=dict(reference_namespace, newton_sqrt=newton_sqrt), seed=1, timeout=1)
+    out = capsys.readouterr().out
+    assert out.startswith("⏱ Exercise 2") and "stopped after 1 s" in out
+
+
+def test_selfcheck_lets_an_interrupt_through(reference_namespace: dict) -> None:
+    """Ctrl-C in the notebook (a KeyboardInterrupt in the student's function) stops the
+    self-check at once: nothing in the probe or the judging swallows it."""
+    def newton_sqrt(a, tol):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check("newton", "ch2-jit", namespace=dict(reference_namespace, newton_sqrt=newton_sqrt), seed=1)

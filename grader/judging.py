@@ -1,0 +1,140 @@
+"""Judging: checks planned, their requests observed (a kernel or the notebook's namespace), the
+programs verified, and verdicts as a student may see them.
+
+No kernel, sandbox or batch code is imported here: the notebook's self-check (and the student
+pack) judges with this module and the in-process prober and verifier, the authoritative grade
+(`grader.pipeline`) with a fresh kernel and a sandboxed verifier; the verdicts are the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from grader.assignment import Assignment
+from grader.checks import Check, Context, ModuleRun, Planner, Seen, build
+from grader.checks.base import CheckOutcome
+from grader.faults import one_line
+from grader.probe.protocol import Observation, Request
+from grader.report import ExerciseResult
+from grader.reveal import Stage, judged_now, not_judged_yet, revealed
+from grader.scoring import score_check, score_exercise
+from grader.spec import CheckSpec, ExerciseSpec
+from grader.verification import Verifying, verify_all
+
+Plan = list[tuple[ExerciseSpec, list[Check]]]
+
+
+class Deferred:
+    """A check this stage does not judge (`grader.reveal`): built from nothing, so its inputs are
+    never drawn (the student pack has no generator to draw them with)."""
+
+    def __init__(self, full_id: str):
+        self.full_id = full_id
+
+    def requests(self) -> list[Request]:
+        return []
+
+    def runs(self) -> list[ModuleRun]:
+        return []
+
+    def judge(self, seen: Seen) -> CheckOutcome:
+        raise AssertionError("a deferred check is not judged")
+
+
+def plan(assignment: Assignment, seed: int, stage: Stage = "hand_in") -> Plan:
+    """Every check built with its inputs drawn: hidden inputs come from the seed. One planner
+    for the whole assignment, so checks that need the same export share it."""
+    ctx = Context(assignment=assignment, seed=seed, planner=Planner())
+    return [(ex, [build(ex.id, spec, ctx) if judged_now(spec, stage) else Deferred(f"{ex.id}.{spec.id}")
+                  for spec in ex.checks]) for ex in assignment.spec.exercises]
+
+
+class Prober(Protocol):
+    """Answers probe requests: a kernel Session for grading, a LocalProber for self-checks."""
+
+    def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]: ...
+
+
+def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
+                on_exercise: Callable[[list[Check], dict[str, Observation]], None] | None = None,
+                ) -> dict[str, Observation]:
+    """One probe batch per exercise, so a hang in one exercise costs only that exercise; a request
+    that several checks share is asked once. `on_exercise` gets each exercise's checks as soon
+    as the kernel has answered them (the verifier starts on them meanwhile)."""
+    observations: dict[str, Observation] = {}
+    asked: set[str] = set()
+    for _, checks in checks_plan:
+        requests = []
+        for check in checks:
+            for request in check.requests():
+                if request.id not in asked:
+                    asked.add(request.id)
+                    requests.append(request)
+        observations.update(prober.observe(requests, probe_timeout))
+        if on_exercise is not None:
+            on_exercise(checks, observations)
+    return observations
+
+
+def seen_all(observations: dict[str, Observation], verifier: Verifying, checks_plan: Plan,
+             timeout: float, budget: float | None = None) -> Seen:
+    """The kernel's observations and the verifier's runs of the exported programs."""
+    checks = [check for _, exercise_checks in checks_plan for check in exercise_checks]
+    return Seen(observations=observations, runs=verify_all(verifier, checks, observations, timeout, budget))
+
+
+def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
+    """One check's verdict. What it judges is the student's: whatever it holds, a check that
+    raises on it gives that check an `error` (the exception kept for the instructor), never an
+    exception out of the grader."""
+    try:
+        return check.judge(seen)
+    except Exception as exc:  # noqa: BLE001 - the boundary between student data and check code
+        return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
+                            judge_error=f"{check.full_id} raised {one_line(exc)}")
+
+
+def _subject(spec: CheckSpec) -> str | None:
+    """The student function a check judges (a custom check's `function` is the instructor's)."""
+    if spec.kind == "custom":
+        return spec.call
+    return getattr(spec, "function", None) if spec.kind != "interface" else spec.name
+
+
+def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcome:
+    """One root cause, one message: a check that failed only because the function's values are
+    wrong, or because JAX cannot trace it (which `root` already says, with the call or the line),
+    gives no advice of its own."""
+    if outcome.cause == "values":
+        message, cause = f"same wrong values as {root}; this check of {spec.title!r} is judged once those are right", \
+            "same_values"
+    else:
+        message, cause = f"same tracing error as {root}; this check of {spec.title!r} is judged once it traces", \
+            "same_trace"
+    return outcome.model_copy(update={"message": message, "cause": cause,
+                                      "counterexample": outcome.counterexample or outcome.message, "tally": None})
+
+
+def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:
+    """Every check's verdict, as a student may see it (`grader.reveal`): at the self-check stage
+    the checks left to the hand-in are recorded, not judged; a check failed only by values an
+    earlier check already showed wrong points to it (one root cause, one message)."""
+    results = []
+    for exercise, checks in checks_plan:
+        scored = []
+        first: dict[tuple[str, str], str] = {}  # (function, cause) -> the first check it failed
+        for spec, check in zip(exercise.checks, checks):
+            if not judged_now(spec, stage):
+                scored.append(score_check(check.full_id, spec, not_judged_yet(spec), exercise))
+                continue
+            outcome = judge_one(check, spec, seen)
+            function = _subject(spec)
+            key = (function or "", outcome.cause or "")
+            if outcome.cause in ("values", "trace") and key in first:
+                outcome = same_cause(outcome, spec, first[key])
+            elif outcome.cause in ("values", "trace") and function:
+                first[key] = check.full_id
+            scored.append(score_check(check.full_id, spec, revealed(outcome, spec), exercise))
+        results.append(score_exercise(exercise, scored))
+    return results

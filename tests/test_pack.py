@@ -1,0 +1,124 @@
+"""The student pack (`grade pack`): a wheel of the self-check without the answer key, installed
+into a fresh venv that cannot see this repository, where it judges a notebook's visible checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader import assignment as assignments
+from grader.cases import materialize, rng_for
+from grader.pack import build_pack
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pack")
+    build_pack("ch2-jit", out)
+    return out
+
+
+def _files(pack: Path) -> dict[str, str]:
+    (wheel,) = pack.glob("jax_course_selfcheck-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return {n: archive.read(n).decode("utf-8", "replace") for n in archive.namelist()}
+
+
+def test_the_pack_holds_the_public_part_only(pack: Path, repo_root: Path) -> None:
+    files = _files(pack)
+    assert sorted(p.name for p in pack.iterdir()) == ["STUDENTS.md", "ch2-jit.ipynb",
+                                                       next(p.name for p in pack.glob("*.whl"))]
+    folder = "grader/_assignments/ch2-jit/"
+    assert {folder + f for f in ("assignment.json", "expected.json", "references.py", "checks.py")} <= set(files)
+    assert not any(n.startswith(("assignments/", "solutions/")) for n in files)
+    # no reference code, no generator, no custom-check code (the detective's truth is measured there)
+    everything = "\n".join(files.values())
+    assert "EDGES" not in everything and "def tax_scalars" not in everything and "def newton_inputs" not in everything
+    assert "detective_truth" not in everything and "def detective_call" not in everything
+    reference = (repo_root / "solutions" / "ch2-jit.py").read_text()
+    answer = next(line for line in reference.splitlines() if line.startswith("predictions = "))
+    assert answer.split("= ", 1)[1] not in everything  # the detective's answers
+    spec = json.loads(files[folder + "assignment.json"])
+    for exercise in spec["exercises"]:
+        for check in exercise["checks"]:
+            if check.get("hidden") or check["kind"] == "custom":
+                assert check["reveal"] == "on_hand_in", check["id"]
+            assert "generator" not in (check.get("cases") or {}) or check["reveal"] == "on_hand_in"
+    metadata = files[next(n for n in files if n.endswith("dist-info/METADATA"))]
+    assert "Name: jax-course-selfcheck" in metadata and "Requires-Dist: jax>=0.4.30" in metadata
+    assert "jax==" not in metadata  # the student's JAX stays
+
+
+def test_no_expected_value_of_a_hidden_input_is_in_the_pack(pack: Path) -> None:
+    loaded = assignments.load("ch2-jit")
+    table = json.loads(_files(pack)["grader/_assignments/ch2-jit/expected.json"])
+    numbers: set[float] = set()
+
+    def collect(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                collect(json.loads(key) if key.startswith("[") else None)
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            numbers.add(float(node))
+
+    collect(table)
+    spec = next(c for e in loaded.spec.exercises for c in e.checks if c.id == "switch_hidden")
+    for seed in (0, 1, 2):  # whatever seed a grading would use
+        hidden = materialize(spec.cases, loaded.references, seed, "tax.switch_hidden")
+        for case in hidden:
+            tax = float(np.asarray(loaded.references.tax(*case.args)))
+            income = float(np.asarray(case.args[0]))
+            if min(abs(income - edge) for edge in (10_000, 40_000, 100_000)) <= 1:
+                continue  # on and around the brackets' edges, as the notebook's own incomes are
+            assert income not in numbers
+            if tax > 0:  # below 10,000 every tax is 0, hidden or not
+                assert tax not in numbers and float(np.float32(tax)) not in numbers
+    assert rng_for  # the generator draws per (seed, check id): nothing to precompute for a pack
+
+
+@pytest.mark.kernel
+def test_the_pack_installed_in_a_fresh_venv_self_checks_a_notebook(pack: Path, repo_root: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "student"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    (wheel,) = pack.glob("*.whl")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")}
+    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(wheel)], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    script = tmp_path / "selfcheck.py"
+    script.write_text(
+        "import runpy, sys\n"
+        "import grader\n"
+        "assert 'site-packages' in grader.__file__, grader.__file__\n"
+        "from grader.selfcheck import check\n"
+        "ns = runpy.run_path(sys.argv[1])\n"
+        "if len(sys.argv) > 2:\n"
+        "    exec(sys.argv[2], ns)\n"
+        "for exercise in ('tax', 'newton', 'detective', 'training'):\n"
+        "    check(exercise, 'ch2-jit', namespace=ns, seed=1)\n")
+    reference = str(repo_root / "solutions" / "ch2-jit.py")
+
+    def selfcheck(*extra: str) -> str:
+        run = subprocess.run([str(python), str(script), reference, *extra], capture_output=True, text=True,
+                             cwd=tmp_path, env=env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return run.stdout
+
+    right = selfcheck()
+    assert "✗" not in right and "!" not in right.replace("⏳", ""), right
+    assert right.count("⏳") == 4 and "8 checked when you hand in (20 pts)" in right  # the detective
+    wrong = selfcheck("tax_vectorized = jax.jit(lambda income: income * 0.1)")
+    assert "✗ tax.vectorized_visible" in wrong and "expected 0.0" in wrong
+    assert "✗ newton" not in wrong and "! newton" not in wrong  # only the broken function's checks fail
