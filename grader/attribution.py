@@ -17,7 +17,7 @@ from grader.report import CellProblem, ExerciseResult
 from grader.submission import SourceCell
 
 _NOT_DEFINED = re.compile(r"^Not answered yet: `(?P<name>[A-Za-z_][A-Za-z0-9_]*)` is not defined\.$")
-_DEFINES = re.compile(r"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.M)
+_DEFINES = re.compile(r"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
 COURSE_PACKAGES = ("jax", "jaxlib", "numpy", "scipy", "matplotlib", "pandas", "optax", "flax", "equinox", "chex")
 
 

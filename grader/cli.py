@@ -13,6 +13,7 @@ import argparse
 import difflib
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -75,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="submission files (.ipynb or .py)")
     p.add_argument("-a", "--assignment", help="assignment id or folder (default: from the notebook or file name)")
     p.add_argument("--json", metavar="FILE", help="write the JSON report here ('-' prints only the JSON)")
+    p.add_argument("-v", "--verbose", action="store_true", help="list the passed checks too")
+    p.add_argument("--html", type=Path, metavar="PAGE", help="also write the feedback page to hand back (one file)")
     p.add_argument("-o", "--outdir", type=Path, help="write reports into this folder")
     p.add_argument("--seed", type=int, help="seed of the hidden inputs (default: fresh; recorded in the report)")
     p.add_argument("--timeout", type=float, help="seconds allowed per cell (overrides the assignment's limit)")
@@ -113,7 +116,8 @@ def _emit(report: Report, args: argparse.Namespace, submission: Path) -> None:
     if args.json == "-":
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
-    print(summary(report, color=sys.stdout.isatty()))
+    tty = sys.stdout.isatty()
+    print(summary(report, color=tty, verbose=args.verbose, width=shutil.get_terminal_size().columns if tty else None))
     target = Path(args.json) if args.json else _report_path(args, submission)
     try:
         write(report, target)
@@ -190,6 +194,8 @@ def _batch(args: argparse.Namespace) -> int:
         raise UsageError("batch mode writes a folder of reports: pass -o OUTDIR")
     if args.json:
         raise UsageError("--json FILE takes one submission; batch reports go to -o OUTDIR")
+    if args.html:
+        raise UsageError("--html PAGE takes one submission; a batch writes OUTDIR/feedback/<student>.html")
     sandboxed = _check_isolation(args, batch=True)
     from grader.grade_many import grade_many
     from grader.options import GradeOptions
@@ -296,9 +302,21 @@ def run(argv: list[str]) -> int:
 
         options = GradeOptions(assignment=args.assignment, seed=args.seed, cell_timeout=args.timeout,
                                student=args.student, sandbox=sandboxed)
+        from grader.progress import StageLine
+
         path = Path(args.paths[0])
-        report = grade_one(path, options, kernel_factory=kernels)
+        stages = StageLine()
+        try:
+            report = grade_one(path, options, kernel_factory=kernels, on_stage=stages)
+        finally:
+            stages.close()
         _emit(report, args, path)
+        if args.html:
+            from grader.feedback import write_page
+            from grader.submission import read_submission
+
+            shown = write_page(report, read_submission(path).cells, args.html)
+            print(f"feedback: {terminal(shown, PATH_LIMIT)}", file=sys.stderr if args.json == "-" else sys.stdout)
         return 1 if _below(report, args.fail_under) else 0
     finally:
         if kernels is not None:

@@ -33,14 +33,14 @@ from pydantic import BaseModel
 
 from grader import assignment as assignments
 from grader.batch import Executor, LocalExecutor, SerialExecutor, Task, error_report
-from grader.discovery import discover, report_file_name
-from grader.errors import SubmissionUnreadable, UsageError, WrongAssignment
+from grader.discovery import discover, report_file_name, student_file_stem
+from grader.errors import GraderError, SubmissionUnreadable, UsageError, WrongAssignment
 from grader.exports import write_gradescope, write_summary_csv
 from grader.faults import is_internal
 from grader.gradebook import Gradebook
 from grader.options import GradeOptions
 from grader.progress import Progress
-from grader.report import environment, write
+from grader.report import Report, environment, write
 from grader.submission import Peek, claim_text, display_path, peek
 
 
@@ -71,6 +71,19 @@ def rebuild_outputs(out_dir: Path, gradebook: Gradebook, formats: set[str]) -> N
     write_class_report(reports, out_dir, report_file=report_file_name)
     if "gradescope" in formats:
         write_gradescope(reports, out_dir)
+
+
+def write_feedback(report: Report, out_dir: Path) -> None:
+    """OUT/feedback/<student>.html: the page to hand back (the submission read again, bounded as
+    before; one that cannot be read gives a page without code)."""
+    from grader.feedback import write_page
+    from grader.submission import read_submission
+
+    try:
+        cells = read_submission(report.submission.path).cells if report.status == "graded" else []
+    except GraderError:
+        cells = []
+    write_page(report, cells, out_dir / "feedback" / (student_file_stem(report.student or "unknown") + ".html"))
 
 
 def decide_assignment(requested: str | None, hints: list[str | None], *, needed: bool = True) -> str | None:
@@ -153,6 +166,7 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
         def keep(report) -> None:
             nonlocal errors
             write(report, out_dir / report_file_name(report.student))
+            write_feedback(report, out_dir)
             gradebook.record(report)
             errors += report.status == "error"
             if is_internal(report):

@@ -58,13 +58,15 @@ class Prober(Protocol):
 
 def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
                 on_exercise: Callable[[list[Check], dict[str, Observation]], None] | None = None,
-                ) -> dict[str, Observation]:
+                on_stage: Callable[[str], None] | None = None) -> dict[str, Observation]:
     """One probe batch per exercise, so a hang in one exercise costs only that exercise; a request
     that several checks share is asked once. `on_exercise` gets each exercise's checks as soon
     as the kernel has answered them (the verifier starts on them meanwhile)."""
     observations: dict[str, Observation] = {}
     asked: set[str] = set()
-    for _, checks in checks_plan:
+    for exercise, checks in checks_plan:
+        if on_stage is not None:
+            on_stage(f"checking {exercise.title}")
         requests = []
         for check in checks:
             for request in check.requests():

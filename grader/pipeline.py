@@ -97,7 +97,8 @@ def verifier_for(options: GradeOptions) -> Verifier:
 
 def grade_one(path: str | Path, options: GradeOptions | None = None, *,
               kernel_factory: Callable[[], Kernel] | None = None,
-              verifier: Verifier | None = None) -> Report:
+              verifier: Verifier | None = None,
+              on_stage: Callable[[str], None] | None = None) -> Report:
     """Grade one submission in its own fresh kernel and return its report.
 
     `kernel_factory` supplies kernels (the first may already be launched, to boot while the
@@ -119,13 +120,16 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
     try:
         with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
                      kernel_factory=kernel_factory or kernels_for(options)) as session:
+            if on_stage is not None:
+                session.on_stage = on_stage
             session.launch()
             verifier.launch()
             preparation = _Preparation(assignment)
             checks_plan = plan(assignment, seed)
             session.run_student_cells()
             verifying = InBackground(verifier, probe_timeout, session.remaining)
-            observations = observe_all(session, checks_plan, probe_timeout, on_exercise=verifying.submit)
+            observations = observe_all(session, checks_plan, probe_timeout, on_exercise=verifying.submit,
+                                       on_stage=on_stage)
         seen = Seen(observations=observations, runs=verifying.result())
     finally:
         verifier.close()

@@ -49,3 +49,43 @@ class Progress:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class StageLine:
+    """One submission's progress on a terminal: once a grading has run for `after` seconds, a
+    line says what it does (which cell, which exercise) and for how long, redrawn every second
+    by a timer thread, so a cell that never ends is not silence. Silent off a terminal."""
+
+    def __init__(self, stream: TextIO | None = None, after: float = 3.0):
+        import threading
+
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty()
+        self._stage = "starting"
+        self._started = time.monotonic()
+        self._after = after
+        self._drawn = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if self.enabled else None
+        if self._thread:
+            self._thread.start()
+
+    def __call__(self, stage: str) -> None:
+        self._stage = name(stage, 60)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            elapsed = time.monotonic() - self._started
+            if elapsed >= self._after:
+                text = f"grading: {self._stage} ({elapsed:.0f} s)"
+                self.stream.write("\r" + text.ljust(self._drawn))
+                self.stream.flush()
+                self._drawn = len(text)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=2)
+        if self._drawn:
+            self.stream.write("\r" + " " * self._drawn + "\r")
+            self.stream.flush()

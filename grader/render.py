@@ -7,6 +7,8 @@ reverse text nor start a line of its own; only the grader's own colour codes rea
 
 from __future__ import annotations
 
+import textwrap
+
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, name, terminal
 from grader.report import CHECKED_ON_HAND_IN, ExerciseResult, Report
 
@@ -17,7 +19,20 @@ def _points(x: float) -> str:
     return f"{x:g}"
 
 
-def _check_lines(ex: ExerciseResult) -> list[str]:
+LEGEND = "✗ failed  ! error  ⏱ timed out  - not run (or checked when you hand in)"
+
+
+def _tally(ex: ExerciseResult) -> str:
+    passed = sum(1 for c in ex.checks if c.status == "passed")
+    return f"{passed} of {len(ex.checks)} checks"
+
+
+def _colour(score: float, max_score: float) -> str:
+    """Green when full, yellow for some points, red for none."""
+    return "32" if max_score and score >= max_score else "33" if score > 0 else "31"
+
+
+def _check_lines(ex: ExerciseResult, verbose: bool = False) -> list[str]:
     """Why points were lost: "not answered yet" once, or each failed check with its message (and
     the checks the self-check leaves to the hand-in, in one line)."""
     later = [c for c in ex.checks if c.status == "skipped" and c.message == CHECKED_ON_HAND_IN]
@@ -33,6 +48,8 @@ def _check_lines(ex: ExerciseResult) -> list[str]:
         points = _points(sum(c.max_score for c in later))
         lines.append(f"      - {len(later)} checked when you hand in ({points} pts): {ids}")
     for c in ex.checks:
+        if verbose and c.status == "passed":
+            lines.append(f"      ✓ {name(c.id)}, {_points(c.max_score)} pts: {terminal(c.title, MESSAGE_LIMIT)}")
         if c.status != "passed" and c not in later:
             tag = " (hidden inputs)" if c.hidden else ""
             lines.append(f"      {_MARK[c.status]} {name(c.id)}{tag}, {_points(c.max_score)} pts: "
@@ -49,7 +66,20 @@ def summary_exercise(ex: ExerciseResult) -> str:
                      + _check_lines(ex))
 
 
-def summary(report: Report, *, color: bool = False) -> str:
+def _wrapped(lines: list[str], width: int | None) -> list[str]:
+    """Each line wrapped to the terminal, its continuation indented under its text."""
+    if not width:
+        return lines
+    out = []
+    for line in lines:
+        body = line.lstrip(" ")
+        indent = " " * (len(line) - len(body) + 4)
+        out.extend(textwrap.wrap(line, width=max(width, 40), subsequent_indent=indent,
+                                 break_on_hyphens=False) or [line])
+    return out
+
+
+def summary(report: Report, *, color: bool = False, verbose: bool = False, width: int | None = None) -> str:
     def paint(text: str, code: str) -> str:  # `text` is inert already: paint only what is
         return f"\033[{code}m{text}\033[0m" if color else text
 
@@ -57,12 +87,13 @@ def summary(report: Report, *, color: bool = False) -> str:
     if report.status == "error":
         lines.append(paint(f"  not graded: {terminal(report.error, MESSAGE_LIMIT)}", "31"))
     titles = [terminal(ex.title) for ex in report.exercises]
-    width = max((len(t) for t in titles), default=0)
+    column = max((len(t) for t in titles), default=0)
     for ex, title in zip(report.exercises, titles):
-        full = ex.score == ex.max_score
         score = f"{_points(ex.score):>4} / {_points(ex.max_score)}"
-        lines.append(f"  {title:<{width}}  {paint(score, '32' if full else '33')}")
-        lines.extend(_check_lines(ex))
+        lines.append(f"  {title:<{column}}  {paint(score, _colour(ex.score, ex.max_score))}  ({_tally(ex)})")
+        lines.extend(_wrapped(_check_lines(ex, verbose), width))
+    if any(c.status != "passed" for ex in report.exercises for c in ex.checks):
+        lines.append(paint(f"  {LEGEND}", "2"))
     for problem in report.cell_problems:
         if problem.exercise is not None:
             continue  # told under its exercise

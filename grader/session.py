@@ -111,6 +111,7 @@ class Session:
         self._kernel: Kernel | None = None
         self._completed: list[SourceCell] = []  # cells safe to replay in a fresh kernel
         self.problems: list[CellProblem] = []
+        self.on_stage: Callable[[str], None] = lambda stage: None  # what it does now (a progress line)
         self.problems_omitted = 0
         self.restarts = 0
         # function -> (why, whether tracing it hung): once it timed out, it is not run again
@@ -160,6 +161,7 @@ class Session:
         kernel = self._kernel.start() if self._kernel is not None else self._new_kernel()
         for cell in self.submission.cells:
             where = _where(self.submission, cell)
+            self.on_stage(f"running {where}")
             budget = min(self.cell_timeout, self._remaining())
             if budget <= 0:
                 self._problem(CellProblem(cell=cell.index, where=where, status="skipped",

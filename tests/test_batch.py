@@ -119,6 +119,11 @@ def test_batch_outputs_agree_with_the_reports(tmp_path: Path, request) -> None:
         assert data["score"] == report.score
         assert sum(t["score"] for t in data["tests"]) == report.score
     assert (out / "index.html").is_file()
+    # a feedback page per student to hand back: their code beside their verdicts
+    assert sorted(p.name for p in (out / "feedback").iterdir()) == [f"{s}.html" for s in sorted(reports)]
+    alice = (out / "feedback" / "alice.html").read_text()
+    assert "def tax_switch" in alice and "100 / 100" in alice
+    assert "Not graded: " in (out / "feedback" / "carol.html").read_text()
 
     # `grade export` rebuilds the same exports from the gradebook alone, grading nothing.
     saved = {p: p.read_bytes() for p in [out / "summary.csv", out / "index.html",

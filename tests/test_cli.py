@@ -141,9 +141,10 @@ def test_same_seed_same_results_and_the_seed_is_recorded(submission_from_referen
 
     assert results(first) == results(second)
     assert first.score == second.score == 69.5
-    hidden_message = {c.id: c.message for e in first.exercises for c in e.checks}["tax.vectorized_hidden"]
-    other_message = {c.id: c.message for e in other.exercises for c in e.checks}["tax.vectorized_hidden"]
-    assert hidden_message != other_message  # drawn from the seed, not fixed
+    # the inputs are drawn from the seed, not fixed: the instructor's counterexample shows them
+    hidden_message = {c.id: c.counterexample for e in first.exercises for c in e.checks}["tax.vectorized_hidden"]
+    other_message = {c.id: c.counterexample for e in other.exercises for c in e.checks}["tax.vectorized_hidden"]
+    assert hidden_message and hidden_message != other_message
 
 
 def test_no_arguments_print_usage_subcommands_and_exit_codes(capsys) -> None:
@@ -178,3 +179,30 @@ def test_version_and_help(capsys) -> None:
         run(["--help"])
     out = capsys.readouterr().out
     assert "subcommands:" in out and "130, 143" in out
+
+
+def test_a_long_grading_shows_what_it_does_on_a_terminal() -> None:
+    """The stage line: silent off a terminal; on one, it names the stage once the grading has
+    run for a while (here at once), and clears itself at the end."""
+    import io
+    import threading
+
+    from grader.progress import StageLine
+
+    class Terminal(io.StringIO):
+        drawn = threading.Event()
+
+        def isatty(self) -> bool:
+            return True
+
+        def flush(self) -> None:
+            if "grading: running cell 3" in self.getvalue():
+                self.drawn.set()
+
+    assert not StageLine(io.StringIO()).enabled
+    screen = Terminal()
+    line = StageLine(screen, after=0.0)
+    line("running cell 3")
+    assert screen.drawn.wait(10)  # a safety net for a stuck thread, not a speed requirement
+    line.close()
+    assert screen.getvalue().endswith("\r")

@@ -114,8 +114,8 @@ def test_summary_shows_no_raw_control_and_keeps_the_graders_total(status: str) -
     plain = summary(report, color=False)
     assert unsafe_in(plain, allowed="\n") == []
     lines = plain.split("\n")
-    # one line per grader item: header, [not graded], exercise, 2 failed checks, 1 cell note, total
-    assert len(lines) == (7 if status == "error" else 6), lines
+    # one line per grader item: header, [not graded], exercise, 2 failed checks, the legend, 1 cell note, total
+    assert len(lines) == (8 if status == "error" else 7), lines
     assert [line for line in lines if line.lstrip().startswith("Total")] == [lines[-1]]
     assert lines[-1] == f"Total {3 if status == 'graded' else 0} / 10   (seed 7, 1.2 s)"
     assert all(line.startswith("  ") for line in lines[1:-1])  # student text never starts a line
@@ -247,3 +247,20 @@ def test_a_failed_check_shows_the_requirement_it_verifies() -> None:
     outputs = {t["name"]: t["output"] for t in gradescope_results(report)["tests"]}
     assert outputs["newton.compiles_once: compiles once"].endswith(f"The exercise asks: {sentence}")
     assert "exercise asks" not in outputs["newton.visible: compiles once"]
+
+
+def test_the_summary_explains_the_score_and_its_marks() -> None:
+    """Checks passed of total per exercise, a legend for the marks, `-v` lists the passed ones,
+    and long lines wrap to the terminal under their own indentation."""
+    passed = CheckResult(id="a.easy", title="the easy one", status="passed", score=1, max_score=1, hidden=False,
+                         message=None)
+    failed = CheckResult(id="a.hard", title="the hard one", status="failed", score=0, max_score=2, hidden=False,
+                         message="f(x) should double x: " + "it returned something else entirely, " * 6)
+    report = hostile_report().model_copy(update={"exercises": [
+        ExerciseResult(id="a", title="A", score=1, max_score=3, checks=[passed, failed])], "cell_problems": []})
+    text = summary(report)
+    assert "(1 of 2 checks)" in text and "✗ failed  ! error  ⏱ timed out" in text
+    assert "a.easy" not in text and "✓ a.easy, 1 pts: the easy one" in summary(report, verbose=True)
+    wrapped = summary(report, width=60).splitlines()
+    assert all(len(line) <= 60 for line in wrapped if "a.hard" in line or line.startswith("          "))
+    assert sum(1 for line in wrapped if line.startswith("          ")) >= 3

@@ -1,0 +1,109 @@
+"""Feedback to hand back: one self-contained HTML page per submission (`grade FILE --html PAGE`,
+and `OUT/feedback/<student>.html` in a batch).
+
+Each exercise is a section: the student's own code cells that define its names, and beside them
+its checks, passed or not, with their messages and the sentence of the exercise each verifies.
+It shows only what the report's student-facing fields hold (`message`, never `counterexample`),
+so nothing hidden is revealed; every string from the submission or the report is escaped, and
+the page has no script and loads nothing.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from grader.attribution import defined_names
+from grader.inert import text
+from grader.report import Report
+from grader.submission import SourceCell
+
+_STYLE = """
+body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:76em;color:#222}
+h1{font-size:1.4em}h2{font-size:1.15em;margin:0}.score{float:right;font-weight:600}
+section{border:1px solid #ddd;border-radius:6px;margin:1.2em 0;padding:.8em 1em}
+.cols{display:flex;gap:1.2em;flex-wrap:wrap}.code{flex:3 1 34em;min-width:0}.checks{flex:2 1 22em;padding:0}
+pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:13px;margin:.4em 0}
+li{margin:.35em 0;list-style:none}.passed::before{content:"✓ ";color:#1a7f37}
+.failed::before,.error::before,.timeout::before{content:"✗ ";color:#cf222e}.skipped::before{content:"– "}
+.asks{color:#555;font-size:.92em;display:block}.full{color:#1a7f37}.part{color:#9a6700}.none{color:#cf222e}
+"""
+
+
+def _names(report: Report) -> dict[str, set[str]]:
+    """Per exercise, the names its checks judge (from the spec when it is known)."""
+    from grader import assignment as assignments
+
+    try:
+        spec = assignments.load(report.assignment).spec
+    except Exception:  # noqa: BLE001 - a page without code beside the checks is still feedback
+        return {}
+    found: dict[str, set[str]] = {}
+    for exercise in spec.exercises:
+        for check in exercise.checks:
+            for field in ("function", "name", "call"):
+                value = getattr(check, field, None)
+                if isinstance(value, str) and (field != "function" or check.kind != "custom"):
+                    found.setdefault(exercise.id, set()).add(value)
+            found.setdefault(exercise.id, set()).update(getattr(check, "observe", []) or [])
+    return found
+
+
+def _fraction_class(score: float, max_score: float) -> str:
+    if max_score and score >= max_score:
+        return "full"
+    return "part" if score > 0 else "none"
+
+
+def page(report: Report, cells: list[SourceCell]) -> str:
+    """The feedback page of one graded submission and its code cells."""
+    e = html.escape
+    names = _names(report)
+    owner: dict[int, str] = {}
+    for cell in cells:
+        defined = defined_names(cell.source)
+        for exercise_id, wanted in names.items():
+            if defined & wanted:
+                owner.setdefault(cell.index, exercise_id)
+    who = f" · {e(text(report.student))}" if report.student else ""
+    head = (f"<!doctype html><html lang='en'><meta charset='utf-8'><title>{e(text(report.assignment))} feedback"
+            f"</title><style>{_STYLE}</style><h1>{e(text(report.assignment))}{who}"
+            f"<span class='score {_fraction_class(report.score, report.max_score)}'>"
+            f"{report.score:g} / {report.max_score:g}</span></h1>")
+    parts = [head]
+    if report.status == "error":
+        parts.append(f"<p class='none'>Not graded: {e(text(report.error))}</p>")
+    for exercise in report.exercises:
+        code = "".join(f"<pre data-cell='{cell.index}'>{e(text(cell.source))}</pre>"
+                       for cell in cells if owner.get(cell.index) == exercise.id)
+        checks = []
+        for c in exercise.checks:
+            asks = "".join(f"<span class='asks'>the exercise asks: {e(text(r))}</span>"
+                           for r in c.requirements) if c.status != "passed" else ""
+            message = f": {e(text(c.message))}" if c.message and c.status != "passed" else ""
+            hidden = " (hidden inputs)" if c.hidden else ""
+            checks.append(f"<li class='{c.status}' data-check='{e(c.id)}'><b>{e(text(c.title))}</b>{hidden}, "
+                          f"{c.score:g}/{c.max_score:g}{message}{asks}</li>")
+        passed = sum(1 for c in exercise.checks if c.status == "passed")
+        parts.append(f"<section data-exercise='{e(exercise.id)}'><h2>{e(text(exercise.title))}"
+                     f"<span class='score {_fraction_class(exercise.score, exercise.max_score)}'>"
+                     f"{exercise.score:g} / {exercise.max_score:g}</span></h2>"
+                     f"<p>{passed} of {len(exercise.checks)} checks passed</p><div class='cols'>"
+                     f"<div class='code'>{code or '<p>No cell defines its names.</p>'}</div>"
+                     f"<ul class='checks'>{''.join(checks)}</ul></div></section>")
+    others = "".join(f"<pre data-cell='{cell.index}'>{e(text(cell.source))}</pre>"
+                     for cell in cells if cell.index not in owner)
+    if others:
+        parts.append(f"<section data-exercise=''><h2>Your other cells</h2>{others}</section>")
+    for problem in report.cell_problems:
+        if problem.exercise is None:
+            parts.append(f"<p class='part'>note: {e(text(problem.message))}</p>")
+    return "".join(parts) + "</html>\n"
+
+
+def write_page(report: Report, cells: list[SourceCell], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(page(report, cells), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,100 @@
+"""The feedback page to hand back: the student's cells beside each exercise's verdicts, nothing
+hidden, nothing that runs; rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from grader import GradeOptions, grade_one
+from grader.feedback import page, write_page
+from grader.report import CheckResult, Environment, ExerciseResult, Isolation, Report, SubmissionRef
+from grader.submission import SourceCell, read_submission
+
+
+class Dom(HTMLParser):
+    """Sections by exercise: their code cells' text and their checks' (class, text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.code: dict[str, list[str]] = {}
+        self.checks: dict[str, tuple[str, str]] = {}
+        self.scripts = 0
+        self._exercise: str | None = None
+        self._pre: list[str] | None = None
+        self._check: tuple[str, str, list[str]] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "section":
+            self._exercise = a.get("data-exercise") or ""
+        elif tag == "pre":
+            self._pre = []
+        elif tag == "li" and "data-check" in a:
+            self._check = (a["data-check"] or "", a.get("class") or "", [])
+        elif tag == "script":
+            self.scripts += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre" and self._pre is not None:
+            self.code.setdefault(self._exercise or "", []).append("".join(self._pre))
+            self._pre = None
+        elif tag == "li" and self._check is not None:
+            check_id, status, parts = self._check
+            self.checks[check_id] = (status, "".join(parts))
+            self._check = None
+
+    def handle_data(self, data: str) -> None:
+        if self._pre is not None:
+            self._pre.append(data)
+        if self._check is not None:
+            self._check[2].append(data)
+
+
+def test_student_text_is_escaped_and_nothing_runs() -> None:
+    check = CheckResult(id="a.one", title="<b>one</b>", status="failed", score=0, max_score=1, hidden=True,
+                        message="wrong <img src=x onerror=alert(1)>", counterexample="f(123.25) expected 9.5")
+    report = Report(assignment="ch2-jit", submission=SubmissionRef(path="s.py", sha256=None, kind="module"),
+                    student="<script>alert(1)</script>", status="graded", score=0, max_score=1,
+                    exercises=[ExerciseResult(id="a", title="A", score=0, max_score=1, checks=[check])], seed=1,
+                    duration_s=1.0, environment=Environment(grader="0", python="3", jax=None),
+                    isolation=Isolation(sandboxed=True, layers=[]))
+    text = page(report, [SourceCell(index=0, source="x = '</pre><script>alert(2)</script>'")])
+    assert "<script>" not in text and "<img" not in text and "&lt;script&gt;" in text
+    assert "123.25" not in text and "9.5" not in text  # the instructor's counterexample
+
+
+needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None,
+                                    reason="chromium is not installed (scripts/install-chromium installs it)")
+
+
+@pytest.mark.kernel
+@needs_chromium
+def test_the_page_in_a_browser_shows_cells_beside_verdicts(submission_from_reference, tmp_path: Path) -> None:
+    from tests.test_classreport import chromium
+
+    path = submission_from_reference("setup", "tax", "tax_vectorized_one_wrong_rate.py", "newton", "detective",
+                                     "training")
+    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=3))
+    html_file = write_page(report, read_submission(path).cells, tmp_path / "feedback.html")
+    dom = Dom()
+    dom.feed(chromium(tmp_path, "--dump-dom", html_file.as_uri()).stdout)
+    assert dom.scripts == 0
+    assert any("def tax_vectorized" in cell and "0.25" in cell for cell in dom.code["tax"])  # their own code
+    assert any("def newton_sqrt" in cell for cell in dom.code["newton"])
+    status, text = dom.checks["tax.vectorized_visible"]
+    assert status == "failed" and "expected 6111.0" in text and "the exercise asks" in text
+    hidden_status, hidden_text = dom.checks["tax.vectorized_hidden"]
+    counterexample = next(c.counterexample for e in report.exercises for c in e.checks
+                          if c.id == "tax.vectorized_hidden")
+    assert hidden_status == "failed" and counterexample
+    secret = set(re.findall(r"\d+\.\d+", counterexample)) - set(re.findall(r"\d+\.\d+", text))
+    assert secret and not secret & set(re.findall(r"\d+\.\d+", hidden_text))
+    assert dom.checks["newton.visible"][0] == "passed"  # passed checks are shown too
+    shot = tmp_path / "feedback.png"
+    chromium(tmp_path, "--window-size=1280,1600", f"--screenshot={shot}", html_file.as_uri())
+    assert shot.stat().st_size > 10_000
