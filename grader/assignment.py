@@ -6,7 +6,6 @@ import functools
 import importlib.util
 import json
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -80,8 +79,13 @@ def read_spec(folder: Path) -> AssignmentSpec:
     path = _spec_file(folder) or folder / SPEC_FILE
     try:
         text = path.read_text(encoding="utf-8")
-        raw = json.loads(text) if path.name == PACKED_SPEC_FILE else tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
+        if path.name == PACKED_SPEC_FILE:  # a student pack: JSON, so Python 3.10 (no tomllib) reads it
+            raw = json.loads(text)
+        else:
+            import tomllib
+
+            raw = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise SpecInvalid(name, [f"{path.name} is not readable {'JSON' if path.suffix == '.json' else 'TOML'}: "
                                  f"{exc}"]) from None
     version = raw.get("schema_version")

@@ -36,8 +36,8 @@ from grader.faults import instructor_code
 from grader.values import to_wire
 
 DISTRIBUTION = "jax-course-selfcheck"
-JAX_MINIMUM = "0.4.30"  # jax.export, which the probe's exports use, is public from this release
-PYTHON_MINIMUM = "3.11"  # tomllib and typing.Self in the grader's modules
+JAX_MINIMUM = "0.6.2"  # measured: 0.6.2 (Python 3.10) and 0.12; 0.5.3 and older lack jax._src.lib._jax, which reads modules
+PYTHON_MINIMUM = "3.10"  # the pack reads its spec as JSON (no tomllib); measured with tests/test_pack.py
 PACKED = {"_assignments"}
 
 REFERENCES = '''"""The public part of the references: the values of the visible checks' inputs (those in the

@@ -35,7 +35,7 @@ from grader.probe.protocol import (
     ValuesResult,
 )
 from grader.spec import StructureCheck
-from grader.values import to_wire
+from grader.values import describe, to_wire
 
 SEED = 1
 
@@ -584,6 +584,10 @@ def test_compile_limit_needs_the_module_s_evidence_and_the_count(ch2, ctx) -> No
     assert check.judge(observed(check, once, answers=roots)).status == "passed"
     # a static tol: its program takes only a, so each tol compiles again, whatever the kernel says
     assert_failed(check.judge(observed(check, once, answers=roots, inputs=1)), "takes 1 of its 2 arguments")
+    # why it recompiles: the numbers the calls vary, which a static argument turns into new programs
+    tols = [c.args[1] for c in check.cases]
+    assert_failed(check.judge(observed(check, once, answers=roots, inputs=1)),
+                  f"argument 2 is {', '.join(describe(t) for t in tols)}", "compiles again for each new value")
     # tracing with tol abstract fails: tol is static
     static = lambda r: compiles(r, 0) if r.op == "compile_count" else Observation(  # noqa: E731
         id=r.id, status="raised", raised=Raised(ename="TypeError", evalue="'>=' not supported"))

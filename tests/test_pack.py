@@ -52,7 +52,7 @@ def test_the_pack_holds_the_public_part_only(pack: Path, repo_root: Path) -> Non
                 assert check["reveal"] == "on_hand_in", check["id"]
             assert "generator" not in (check.get("cases") or {}) or check["reveal"] == "on_hand_in"
     metadata = files[next(n for n in files if n.endswith("dist-info/METADATA"))]
-    assert "Name: jax-course-selfcheck" in metadata and "Requires-Dist: jax>=0.4.30" in metadata
+    assert "Name: jax-course-selfcheck" in metadata and "Requires-Dist: jax>=0.6.2" in metadata
     assert "jax==" not in metadata  # the student's JAX stays
 
 

@@ -16,6 +16,7 @@ from grader.checks.numeric import disagreement, reference_values
 from grader.checks.program import ProgramCalls
 from grader.probe.protocol import CompileCountResult, Request
 from grader.spec import CompileLimitCheck
+from grader.values import describe
 
 
 class CompileLimitCheckImpl:
@@ -53,6 +54,21 @@ class CompileLimitCheckImpl:
         evidence = self._module_evidence(seen)
         return evidence if evidence is not PASSED else self._counted(seen)
 
+    def _varying(self) -> str:
+        """Why a static argument recompiles here: the Python numbers the calls vary, in turn."""
+        if not self.cases:
+            return ""
+        width = min(len(c.args) for c in self.cases)
+        parts = []
+        for position in range(width):
+            values = [c.args[position] for c in self.cases]
+            if all(type(v) in (int, float) for v in values) and len(set(values)) > 1:
+                shown = ", ".join(describe(v) for v in values[:4]) + (", …" if len(values) > 4 else "")
+                parts.append(f"argument {position + 1} is {shown}")
+        if not parts:
+            return ""
+        return f"; over the calls {' and '.join(parts)}: a static argument compiles again for each new value"
+
     def _module_evidence(self, seen: Seen) -> CheckOutcome:
         spec = self.spec
         assert self.program is not None
@@ -61,7 +77,7 @@ class CompileLimitCheckImpl:
             text = exported.message or ""
             if exported.status == "error" and "could not be traced" in text:
                 return failed(spec.message, text + " (with every argument traced, as the calls vary them)"
-                              ).model_copy(update={"cause": "trace"})
+                              + self._varying()).model_copy(update={"cause": "trace"})
             return exported
         outcomes = self.program.outcomes(seen, spec.message)
         if isinstance(outcomes, CheckOutcome):
@@ -71,7 +87,8 @@ class CompileLimitCheckImpl:
             if outcome.facts is None or outcome.facts.inputs != expected:
                 got = outcome.facts.inputs if outcome.facts else "?"
                 return failed(spec.message, f"its program takes {got} of its {expected} arguments as inputs: "
-                                            "an argument is static, so each new value compiles again")
+                                            "an argument is static, so each new value compiles again"
+                                            + self._varying())
         if len(exported) > spec.max_compiles:
             return failed(spec.message, f"its {len(self.cases)} calls have {len(exported)} different shapes or "
                                         f"dtypes, so it compiles {len(exported)} times (at most {spec.max_compiles})")

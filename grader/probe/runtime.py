@@ -294,8 +294,21 @@ def op_compile_count(request: dict, namespace: dict) -> dict:
             for args, kwargs in calls:
                 jax.block_until_ready(fn(*args, **kwargs))
     finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+        _unregister(listener)
     return {"op": "compile_count", "compiles": len(names), "names": names}
+
+
+def _unregister(listener: Any) -> None:
+    """jax.monitoring's public unregister (JAX 0.7 on), else the private one older JAX has."""
+    import jax.monitoring
+
+    public = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+    if public is not None:
+        public(listener)
+        return
+    from jax._src import monitoring
+
+    monitoring._unregister_event_duration_listener_by_callback(listener)
 
 
 class _QuietDebugging:
@@ -318,8 +331,15 @@ class _QuietDebugging:
                 continue
             for table in [mlir._lowerings, *mlir._platform_specific_lowerings.values()]:
                 if primitive in table:
-                    self._saved.append((table, primitive, table[primitive]))
-                    table[primitive] = dataclasses.replace(table[primitive], rule=nothing)
+                    entry = table[primitive]
+                    if dataclasses.is_dataclass(entry):  # JAX 0.7 on: a rule and its options
+                        quiet: Any = dataclasses.replace(entry, rule=nothing)
+                    elif callable(entry):  # older JAX: the rule itself
+                        quiet = nothing
+                    else:
+                        continue
+                    self._saved.append((table, primitive, entry))
+                    table[primitive] = quiet
         return self
 
     def __exit__(self, *exc: object) -> None:

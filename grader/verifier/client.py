@@ -39,7 +39,10 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Literal
+
+if TYPE_CHECKING:
+    from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

@@ -180,6 +180,10 @@ def inspect_module(exported: Any) -> dict:
     }
     with mlir.make_ir_context():
         module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        if isinstance(module, (str, bytes)):  # older jaxlib: the module's text, parsed here
+            from jax._src.lib.mlir import ir
+
+            module = ir.Module.parse(module)
         names, targets, problems, facts["op_count"] = _walk(module)
         inputs, results = _signature(module)
     if len(names) > MAX_OPS or len(targets) > MAX_OPS:
