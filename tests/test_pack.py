@@ -122,3 +122,40 @@ def test_the_pack_installed_in_a_fresh_venv_self_checks_a_notebook(pack: Path, r
     wrong = selfcheck("tax_vectorized = jax.jit(lambda income: income * 0.1)")
     assert "✗ tax.vectorized_visible" in wrong and "expected 0.0" in wrong
     assert "✗ newton" not in wrong and "! newton" not in wrong  # only the broken function's checks fail
+
+
+@pytest.mark.kernel
+def test_the_notebook_s_own_self_check_cells_run_in_a_jupyter_kernel_of_the_pack(pack: Path, repo_root: Path,
+                                                                               tmp_path: Path) -> None:
+    """The cells Jupyter, JupyterLab, VS Code and Colab run: an ipykernel on the student's venv
+    (with the pack, not this repository), executing the notebook top to bottom."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    venv = tmp_path / "student"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")}
+    (wheel,) = pack.glob("*.whl")
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel), "ipykernel"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    spec_dir = tmp_path / "jupyter" / "kernels" / "student"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "student", "language": "python"}))
+    notebook = nbformat.read(repo_root / "solutions" / "ch2-jit.ipynb", as_version=4)
+    kept = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    try:
+        NotebookClient(notebook, kernel_name="student", timeout=300, resources={"metadata": {"path": str(tmp_path)}},
+                       ).execute()
+    finally:
+        if kept is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = kept
+    shown = ["".join(o.get("text", "") for o in c.outputs) for c in notebook.cells
+             if "selfcheck" in c.metadata.get("tags", [])]
+    assert [s.splitlines()[0].rsplit(": ", 1)[-1] for s in shown] == ["18 / 25", "17 / 25", "0 / 20", "13 / 30"]
+    assert all(s.startswith("⏳ ") and "✗" not in s for s in shown), shown
