@@ -6,6 +6,7 @@ back into NumPy with `from_wire` before any comparison, so every judgement runs 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,37 @@ def number(value: Any) -> str:
         return repr(as_float)
     text = f"{as_float:.7g}"
     return text if any(c in text for c in ".en") else text + ".0"  # a float still reads as one
+
+
+def to_tolerance(value: Any, band: float, extra: int = 0) -> str:
+    """A number rounded to what a check can tell apart: `band` is its tolerance there
+    (atol + rtol * |expected|), so 39753.946874999994 within 0.4 reads 39753.9 and a square
+    root to rtol 1e-5 keeps its 4 decimals. Integers, non-finite values and numbers too large or
+    small for fixed notation read as `number` writes them."""
+    if isinstance(value, (bool, np.bool_, int, np.integer, complex, np.complexfloating)):
+        return number(value)
+    as_float = float(value)
+    if not (np.isfinite(as_float) and np.isfinite(band) and band > 0):
+        return number(value)
+    decimals = max(0, math.ceil(-math.log10(band))) + extra
+    if abs(as_float) >= 1e15 or decimals > 12 or (as_float != 0 and abs(as_float) < 10.0 ** -min(decimals, 4)):
+        return number(value)
+    text = f"{as_float:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0")
+        text = text + "0" if text.endswith(".") else text
+    return "0.0" if text in ("-0", "-0.0") else text
+
+
+def compared(got: Any, expected: Any, rtol: float, atol: float) -> tuple[str, str]:
+    """A wrong value and the expected one, each rounded to the check's tolerance at the expected
+    value, with as many more decimals as it takes for the two to read differently."""
+    band = atol + rtol * abs(float(expected)) if np.isfinite(float(expected)) else 0.0
+    for extra in range(6):
+        shown = to_tolerance(got, band, extra), to_tolerance(expected, band, extra)
+        if shown[0] != shown[1]:
+            return shown
+    return number(got), number(expected)
 
 
 def _array(arr: np.ndarray) -> str:

@@ -357,6 +357,19 @@ def test_mismatch_scalar() -> None:
     assert mismatch(np.asarray(2.0), 1.0, rtol=1e-5, atol=0.0) == "returned 2.0, expected 1.0"
 
 
+def test_mismatch_rounds_numbers_to_the_check_s_tolerance() -> None:
+    # within atol 1e-2 + rtol 1e-5 of 39753.95 a check tells 0.4 apart: one decimal, no float noise
+    assert mismatch(np.asarray(39760.1, np.float32), 39753.946874999994, 1e-5, 1e-2) == \
+        "returned 39760.1, expected 39753.9"
+    # a square root to rtol 1e-5 keeps the four decimals that tell it wrong
+    assert mismatch(np.asarray(17.5, np.float32), 17.420548, 1e-5, 0.0) == "returned 17.5, expected 17.4205"
+    # a looser check shows fewer, but always enough to read the two as different
+    assert mismatch(np.asarray(18.5), 17.420548, 1e-2, 0.0) == "returned 18.5, expected 17.4"
+    assert mismatch(np.asarray(1.26), 1.2, 1e-2, 0.0) == "returned 1.26, expected 1.2"
+    assert mismatch(np.asarray([0.0, 3.14159]), np.array([0.0, 3.0]), 1e-3, 0.0).startswith(
+        "element 1 is 3.142, expected 3.0")
+
+
 def test_mismatch_array_names_the_first_wrong_element() -> None:
     why = mismatch(np.asarray([1.0, 5.0, 7.0]), np.array([1.0, 2.0, 3.0]), rtol=1e-5, atol=0.0)
     assert why.startswith("element 1 is 5.0, expected 2.0")
@@ -585,9 +598,21 @@ def test_compile_limit_needs_the_module_s_evidence_and_the_count(ch2, ctx) -> No
     # a static tol: its program takes only a, so each tol compiles again, whatever the kernel says
     assert_failed(check.judge(observed(check, once, answers=roots, inputs=1)), "takes 1 of its 2 arguments")
     # why it recompiles: the numbers the calls vary, which a static argument turns into new programs
-    tols = [c.args[1] for c in check.cases]
+    tols = list(dict.fromkeys(c.args[1] for c in check.cases))
     assert_failed(check.judge(observed(check, once, answers=roots, inputs=1)),
-                  f"argument 2 is {', '.join(describe(t) for t in tols)}", "compiles again for each new value")
+                  f"argument 2 changes from {' to '.join(describe(t) for t in tols[:3])}",
+                  "compiles again for each new value")
+    # named when the kernel says which parameter jax.jit marks static (only the static one)
+    named = lambda r: Observation(id=r.id, status="ok", result=CompileCountResult(  # noqa: E731
+        compiles=1, names=["jit(newton_sqrt)"], arguments=["a", "tol"], static=["tol"]))
+    outcome = check.judge(observed(check, named, answers=roots, inputs=1))
+    assert_failed(outcome, "`tol` is static and changes from")
+    assert "`a`" not in (outcome.message or "")
+    # JAX's own cache-miss explanation, when it has one, is the reason given
+    shapes = lambda r: Observation(id=r.id, status="ok", result=CompileCountResult(  # noqa: E731
+        compiles=3, names=["jit(newton_sqrt)"] * 3, why=["at a, now f32[4] and before f32[]"] * 2))
+    assert_failed(check.judge(observed(check, shapes, answers=roots)),
+                  "compiled 3 times", "JAX explains the recompile: at a, now f32[4] and before f32[]")
     # tracing with tol abstract fails: tol is static
     static = lambda r: compiles(r, 0) if r.op == "compile_count" else Observation(  # noqa: E731
         id=r.id, status="raised", raised=Raised(ename="TypeError", evalue="'>=' not supported"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
@@ -275,6 +276,23 @@ def test_compile_count_same_shapes_compile_once() -> None:
 def test_compile_count_new_shape_compiles_again() -> None:
     result = count(fresh_jitted(), [{"args": [array([1.0, 2.0, 3.0])]}, {"args": [array([1.0, 2.0, 3.0, 4.0])]}])
     assert result["compiles"] == 2
+
+
+def test_compile_count_carries_jax_s_own_explanation_of_each_recompile() -> None:
+    result = count(fresh_jitted(), [{"args": [array([1.0, 2.0, 3.0])]}, {"args": [array([1.0, 2.0, 3.0, 4.0])]}])
+    assert result["why"] == ["at x, now f32[4] and before f32[3]"]
+    assert result["arguments"] == ["x"] and result["static"] == []
+    assert not jax.config.jax_explain_cache_misses  # the student's setting is restored
+
+
+def test_compile_count_names_the_static_parameters() -> None:
+    @functools.partial(jax.jit, static_argnames="tol")
+    def newton(a, tol):
+        return a * tol
+
+    result = count(newton, [{"args": [array([1.0]), {"t": "py", "v": 0.1}]},
+                            {"args": [array([1.0]), {"t": "py", "v": 0.01}]}])
+    assert result["compiles"] == 2 and result["static"] == ["tol"] and result["arguments"] == ["a", "tol"]
 
 
 def test_compile_count_is_a_delta_not_a_total() -> None:

@@ -45,7 +45,7 @@ class CompileLimitCheckImpl:
             return result
         if result.compiles > spec.max_compiles:
             return failed(spec.message, f"it compiled {result.compiles} times over {len(self.cases)} calls "
-                                        f"(at most {spec.max_compiles} allowed)")
+                                        f"(at most {spec.max_compiles} allowed)" + self._why(seen))
         return PASSED
 
     def judge(self, seen: Seen) -> CheckOutcome:
@@ -54,20 +54,47 @@ class CompileLimitCheckImpl:
         evidence = self._module_evidence(seen)
         return evidence if evidence is not PASSED else self._counted(seen)
 
-    def _varying(self) -> str:
-        """Why a static argument recompiles here: the Python numbers the calls vary, in turn."""
+    def _count_result(self, seen: Seen) -> CompileCountResult | None:
+        observation = seen.of(self.count)
+        result = observation.result if observation is not None else None
+        return result if isinstance(result, CompileCountResult) else None
+
+    def _why(self, seen: Seen) -> str:
+        """Why it recompiled: JAX's own cache-miss explanation (`jax_explain_cache_misses`) when
+        it has one (a new shape, dtype or weak type), else the static argument whose value the
+        calls change (JAX 0.12 says only "explanation unavailable" for that)."""
+        result = self._count_result(seen)
+        reasons = list(dict.fromkeys(result.why)) if result else []
+        if reasons:
+            shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
+            return f". JAX explains the recompile: {shown}"
+        return self._varying(result)
+
+    def _varying(self, counted: CompileCountResult | None) -> str:
+        """Why a static argument recompiles here: "`tol` is static and changes from 0.01 to 1e-4"
+        (the arguments jax.jit marks static, by the kernel's word, else every Python number the
+        calls vary)."""
         if not self.cases:
             return ""
+        names = counted.arguments if counted else []
+        static = set(counted.static) if counted else set()
         width = min(len(c.args) for c in self.cases)
         parts = []
         for position in range(width):
             values = [c.args[position] for c in self.cases]
-            if all(type(v) in (int, float) for v in values) and len(set(values)) > 1:
-                shown = ", ".join(describe(v) for v in values[:4]) + (", …" if len(values) > 4 else "")
-                parts.append(f"argument {position + 1} is {shown}")
+            if not (all(type(v) in (int, float) for v in values) and len(set(values)) > 1):
+                continue
+            name = names[position] if position < len(names) else None
+            if static and name not in static:
+                continue
+            distinct = list(dict.fromkeys(values))
+            shown = " to ".join(describe(v) for v in distinct[:3]) + (" and on" if len(distinct) > 3 else "")
+            label = f"`{name}`" if name else f"argument {position + 1}"
+            parts.append(f"{label} {'is static and ' if name in static else ''}changes from {shown}")
         if not parts:
             return ""
-        return f"; over the calls {' and '.join(parts)}: a static argument compiles again for each new value"
+        return (f"; it recompiled because {' and '.join(parts)} over the calls: "
+                "a static argument compiles again for each new value")
 
     def _module_evidence(self, seen: Seen) -> CheckOutcome:
         spec = self.spec
@@ -77,7 +104,7 @@ class CompileLimitCheckImpl:
             text = exported.message or ""
             if exported.status == "error" and "could not be traced" in text:
                 return failed(spec.message, text + " (with every argument traced, as the calls vary them)"
-                              + self._varying()).model_copy(update={"cause": "trace"})
+                              + self._varying(self._count_result(seen))).model_copy(update={"cause": "trace"})
             return exported
         outcomes = self.program.outcomes(seen, spec.message)
         if isinstance(outcomes, CheckOutcome):
@@ -88,10 +115,11 @@ class CompileLimitCheckImpl:
                 got = outcome.facts.inputs if outcome.facts else "?"
                 return failed(spec.message, f"its program takes {got} of its {expected} arguments as inputs: "
                                             "an argument is static, so each new value compiles again"
-                                            + self._varying())
+                                            + self._varying(self._count_result(seen)))
         if len(exported) > spec.max_compiles:
             return failed(spec.message, f"its {len(self.cases)} calls have {len(exported)} different shapes or "
-                                        f"dtypes, so it compiles {len(exported)} times (at most {spec.max_compiles})")
+                                        f"dtypes, so it compiles {len(exported)} times (at most {spec.max_compiles})"
+                                        + self._why(seen))
         if self.expected is not None and not self.program.judged_elsewhere(seen):
             # a module no value check judges: the one whose inputs are the evidence must be correct
             answers = self.program.answers(seen, spec.message)

@@ -18,7 +18,7 @@ from grader.checks.program import StudentCalls, public_positions
 from grader.faults import instructor_code
 from grader.probe.protocol import OpaqueValue, Request
 from grader.spec import NumericCheck
-from grader.values import Tree, describe, number, to_wire, unpack
+from grader.values import Tree, compared, describe, to_wire, unpack
 
 
 def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
@@ -63,9 +63,11 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     if close.all():
         return None
     if expected.ndim == 0:
-        return f"returned {describe(got)}, expected {describe(expected)}"
+        shown, want = compared(actual.item(), expected.item(), rtol, atol)
+        return f"returned {shown}, expected {want}"
     idx = tuple(int(i) for i in np.argwhere(~close)[0])
-    return (f"element {idx if len(idx) > 1 else idx[0]} is {number(got[idx])}, expected {number(expected[idx])} "
+    shown, want = compared(actual[idx].item(), expected[idx].item(), rtol, atol)
+    return (f"element {idx if len(idx) > 1 else idx[0]} is {shown}, expected {want} "
             f"({int((~close).sum())} of {close.size} elements differ)")
 
 

@@ -344,6 +344,12 @@ class CompileCountResult(_Wire):
     op: Literal["compile_count"] = "compile_count"
     compiles: int = Field(ge=0, le=1_000_000)
     names: list[Text] = Field(max_length=10_000)
+    why: list[Text] = Field(default_factory=list, max_length=64)
+    """JAX's cache-miss explanations during the calls ("at x, now f32[4] and before f32[3]")."""
+    arguments: list[Text] = Field(default_factory=list, max_length=64)
+    static: list[Text] = Field(default_factory=list, max_length=64)
+    """The function's parameter names and those jax.jit marks static (claims, used only to word
+    a failure, never to judge one)."""
 
 
 MAX_MODULE_CHARS = 6 * 2**20
