@@ -87,6 +87,37 @@ class Environment(_Model):
     jax: str | None
 
 
+class Adjustment(_Model):
+    """A grade changed by hand (`grade adjust`): kept across regrades, shown wherever the score is."""
+
+    points: float
+    reason: str = Field(max_length=500)
+    by: str = Field(max_length=100)
+    at: str = Field(description="when, ISO 8601 with its time zone")
+
+
+class LatePenalty(_Model):
+    """What the late policy took off, and from what it was computed."""
+
+    submitted_at: str = Field(description="ISO 8601")
+    source: Literal["file", "times_csv"] = Field(description="where the submission time came from")
+    due: str
+    days_late: int = Field(ge=0, description="days (or part days) past the due time and its grace")
+    points: float = Field(ge=0, description="points taken off")
+    rule: str = Field(description="the policy in words: '10% of the points per day late, at most 50%'")
+
+
+class ProgramFingerprint(_Model):
+    """For the instructor: a normalised summary of one exported program (locations, names and
+    the order of constants stripped), so that copied work can be found on the compiled program."""
+
+    exercise: str
+    function: str
+    digest: str = Field(description="sha256 of the normalised module text: identical programs, identical digests")
+    shingles: list[int] = Field(default_factory=list, max_length=4096,
+                                description="hashes of the normalised text's op n-grams, for a similarity")
+
+
 class Report(_Model):
     schema_version: Literal[1] = REPORT_SCHEMA_VERSION
     assignment: str
@@ -105,6 +136,17 @@ class Report(_Model):
     )
     cell_problems_omitted: int = Field(default=0, ge=0, description="further cell problems, counted, not listed")
     isolation: Isolation = Field(description="the sandbox layers in force while grading")
+    programs: list[ProgramFingerprint] = Field(
+        default_factory=list, description="for the instructor: the exported programs' fingerprints (copied work)")
+    adjustments: list[Adjustment] = Field(default_factory=list, description="grade changes by hand, with why")
+    late: LatePenalty | None = Field(default=None, description="the late policy's penalty, when late")
+    final_score: float | None = Field(
+        default=None, description="score after the late penalty and the adjustments (None when neither applies)")
+
+    @property
+    def final(self) -> float:
+        """The score that goes to the gradebook and the LMS: `final_score`, else the raw `score`."""
+        return self.score if self.final_score is None else self.final_score
 
 
 def _version(dist: str) -> str | None:
