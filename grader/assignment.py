@@ -1,4 +1,17 @@
-"""Find and load an assignment folder: its spec, its references module, its custom checks."""
+"""Find and load an assignment folder: its spec, its references module, its custom checks.
+
+Where assignments come from, first found wins:
+
+1. `$GRADER_ASSIGNMENTS`: one folder of assignments, not a path list (an id must name one
+   folder, and the course's `solutions/` and `student_template/` sit beside it). `grade
+   --assignments DIR` sets it (`use()`), so the workers a run starts inherit it;
+2. `./assignments/` in the working directory, when it holds an assignment;
+3. the student pack's `grader/_assignments/`, or the source checkout's `assignments/` beside the
+   package (an editable install), when it holds an assignment.
+
+An installed grader (`pip install .`) has neither of 3., so an instructor names a folder with 1.
+or runs `grade` in the course folder (2.). `-a PATH` still grades with any instructor's folder.
+"""
 
 from __future__ import annotations
 
@@ -12,21 +25,16 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from grader.errors import AssignmentNotFound, SpecInvalid
+from grader.errors import AssignmentNotFound, SpecInvalid, UsageError
 from grader.spec import SCHEMA_VERSION, AssignmentSpec, describe_errors
 
 SPEC_FILE = "assignment.toml"
 PACKED_SPEC_FILE = "assignment.json"  # the student pack's public spec (`grade pack`)
 PACKED_DIR = Path(__file__).resolve().parent / "_assignments"
-
-
-def assignments_dir() -> Path:
-    """`$GRADER_ASSIGNMENTS`, else the public assignments of a student pack, else the
-    `assignments/` folder beside the package (the instructor's clone)."""
-    env = os.environ.get("GRADER_ASSIGNMENTS")
-    if env:
-        return Path(env)
-    return PACKED_DIR if PACKED_DIR.is_dir() else Path(__file__).resolve().parent.parent / "assignments"
+CHECKOUT_DIR = Path(__file__).resolve().parent.parent / "assignments"  # an editable install's
+ENV = "GRADER_ASSIGNMENTS"
+HOW_TO_CHOOSE = (f"pass --assignments DIR, set {ENV}=DIR, or run grade in a folder that has an "
+                 "assignments/ subfolder")
 
 
 def _spec_file(folder: Path) -> Path | None:
@@ -36,9 +44,98 @@ def _spec_file(folder: Path) -> Path | None:
     return None
 
 
+def _holds_assignments(folder: Path) -> bool:
+    """Only a folder with an assignment in it counts: an empty or unrelated `assignments/` (a
+    student's, a site-packages neighbour's) must not hide the next place in the search order."""
+    try:
+        return folder.is_dir() and any(_spec_file(p) for p in folder.iterdir() if p.is_dir())
+    except OSError:
+        return False
+
+
+def _fallbacks() -> list[Path]:
+    """Where assignments are looked for when `$GRADER_ASSIGNMENTS` is not set, in order."""
+    try:
+        here = [Path.cwd() / "assignments"]
+    except OSError:  # the working directory was removed
+        here = []
+    return here + [PACKED_DIR, CHECKOUT_DIR]
+
+
+def assignments_dir() -> Path:
+    """The folder of assignments (see the module docstring). `$GRADER_ASSIGNMENTS` is taken as
+    given even when it holds nothing, so a wrong setting is an error, never a silent fallback;
+    when nothing is found anywhere, the checkout's path, where `available()` lists nothing."""
+    env = os.environ.get(ENV)
+    if env:
+        return Path(env)
+    return next((folder for folder in _fallbacks() if _holds_assignments(folder)), CHECKOUT_DIR)
+
+
 def available() -> list[str]:
     root = assignments_dir()
-    return sorted(p.name for p in root.iterdir() if _spec_file(p)) if root.is_dir() else []
+    try:
+        return sorted(p.name for p in root.iterdir() if _spec_file(p)) if root.is_dir() else []
+    except OSError:
+        return []
+
+
+def use(folder: str | Path) -> None:
+    """`--assignments DIR`: this run's assignments, for this process and every process it starts
+    (batch workers inherit the environment). A wrong folder is bad usage, said at once."""
+    path = Path(folder)
+    if _spec_file(path):
+        raise UsageError(f"--assignments {folder} is one assignment's folder: pass the folder that holds it, "
+                         f"{path.resolve().parent}")
+    if not _holds_assignments(path):
+        raise UsageError(f"--assignments {folder} is not a folder of assignments "
+                         f"(folders with an {SPEC_FILE})")
+    os.environ[ENV] = str(path.resolve())
+
+
+def select(given: list[str]) -> list[str]:
+    """`grade validate ARG...`: the ids to validate. An argument is an id here, or an instructor's
+    folder: one assignment's (it holds assignment.toml) or a folder of them. A folder becomes this
+    run's assignments folder (`use()`), so that planning, the grading workers and the notebooks'
+    claims all see the same assignments; hence one run validates the assignments of one folder."""
+    known = available()
+    roots: set[Path] = set()
+    names: list[str] = []
+    for arg in given:
+        path = Path(arg)
+        if arg in known:
+            roots.add(assignments_dir().resolve())
+            names.append(arg)
+        elif _spec_file(path):
+            roots.add(path.resolve().parent)
+            names.append(path.resolve().name)
+        elif _holds_assignments(path):
+            roots.add(path.resolve())
+            names += sorted(p.name for p in path.iterdir() if _spec_file(p))
+        elif path.is_dir():
+            raise UsageError(f"{arg} holds no assignment: name a folder with an {SPEC_FILE}, or a folder of them")
+        else:
+            raise not_found(arg)
+    if len(roots) > 1:
+        raise UsageError("validate the assignments of one folder at a time; these are in "
+                         + " and ".join(str(r) for r in sorted(roots)))
+    if roots and roots != {assignments_dir().resolve()}:
+        use(roots.pop())
+    return list(dict.fromkeys(names))
+
+
+def not_found(name: str) -> AssignmentNotFound:
+    """The error for an unknown id, in one sentence: where it looked and the three ways to point
+    elsewhere (an installed grader finds no assignments until it is told where they are)."""
+    known = available()
+    root = assignments_dir()
+    if known:
+        where = f"in {root} (known: {', '.join(known)}); to use another folder"
+    elif os.environ.get(ENV):
+        where = f"in {root} (${ENV}), which holds no assignment; to use another folder"
+    else:
+        where = "because no folder of assignments was found; to name one"
+    return AssignmentNotFound(name, known, message=f"no assignment named {name!r} {where}, {HOW_TO_CHOOSE}")
 
 
 @dataclass(frozen=True)
@@ -70,7 +167,7 @@ def resolve(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
     if _spec_file(candidate):
         return candidate.resolve()
-    raise AssignmentNotFound(name_or_path, available())
+    raise not_found(name_or_path)
 
 
 def read_spec(folder: Path) -> AssignmentSpec:

@@ -2,7 +2,8 @@
 
 Exit status: 0 graded; 1 a score below --fail-under; 2 bad usage or an unreadable submission;
 3 the grader itself could not run (no kernel, a broken assignment, a grader bug met while
-grading); 130 Ctrl-C; 143 SIGTERM. Interrupted or terminated, it removes what it made (kernels,
+grading); 4 a batch in which some submissions could not be graded; 141 the output's reader left
+(`| head`); 130 Ctrl-C; 143 SIGTERM. Interrupted or terminated, it removes what it made (kernels,
 their scratch mounts and cgroups) before it exits. Every string a student controls is printed
 through `grader.inert`.
 """
@@ -39,15 +40,20 @@ def _on_sigterm(signum: int, frame: object) -> None:
 SUBCOMMANDS_HELP = """\
 subcommands:
   grade validate [ASSIGNMENT ...]  check that assignments are sound (kill matrix, --junit, --json)
-  grade export OUTDIR              rebuild a batch's exports from its gradebook
+  grade export OUTDIR              rebuild a batch's outputs; add --canvas ROSTER.csv, --moodle, --gradescope
+  grade adjust OUTDIR STUDENT --points P --reason "..."   change a grade by hand (kept across regrades)
+  grade gradescope-bundle ASSIGNMENT -o autograder.zip   the zip to upload to Gradescope
   grade pack ASSIGNMENT -o DIR     what students get: a self-check wheel without the answer key
   grade schema                     print the JSON Schema of assignment.toml
+  --assignments DIR                any command: the folder of assignments (else $GRADER_ASSIGNMENTS, ./assignments)
 
 exit codes:
   0  graded (every score at or above --fail-under); validate: everything holds
   1  a score below --fail-under; validate: something does not hold
   2  bad usage or input (one sentence on stderr)
   3  the grader or an assignment is broken (a grader bug is reported as such)
+  4  batch: some submissions could not be graded (named at the end, by reason)
+  141  the reader of the output left (| head): the output stops there
   130, 143  interrupted (Ctrl-C), terminated (SIGTERM); finished reports are kept
 """
 
@@ -85,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--student", help="student id recorded in the report")
     p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once in batch mode")
     p.add_argument("--force", action="store_true", help="regrade even submissions with a stored result")
+    p.add_argument("--only", nargs="+", metavar="STUDENT",
+                   help="regrade only these students of the batch (and rebuild its outputs around them)")
     p.add_argument("--format", action="append", choices=["gradescope"], default=[],
                    help="also write these exports in batch mode")
     p.add_argument("--scheduler", metavar="ADDRESS", help="grade on a Dask cluster (pip install '.[cluster]')")
@@ -157,8 +165,9 @@ def _validate(argv: list[str]) -> int:
     p = _Parser(prog="grade validate", description="Check that assignments are sound: every requirement has "
                 "a check, solutions score full marks, templates zero, every hand-written mutant fails exactly "
                 "what it declares, every mutant derived from the reference is killed (or declared equivalent) "
-                "and every honest variant keeps full marks. Prints the kill matrix.")
-    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: every assignment")
+                "and every honest variant keeps full marks. Prints each row as it is judged, then the kill matrix.")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
+                   help="an id, or a folder: one assignment's, or a folder of them (default: every assignment)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="submissions graded at once (default 2)")
     p.add_argument("--family", action="append", choices=FAMILIES, metavar="FAMILY",
                    help="derive only these mutant families (repeatable): " + ", ".join(FAMILIES))
@@ -168,15 +177,19 @@ def _validate(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.jobs < 1:
         raise UsageError("-j must be at least 1")
-    unknown = [a for a in args.assignments if a not in assignments.available()]
-    if unknown:
-        raise UsageError(f"no assignment {unknown[0]!r} here (there are: {', '.join(assignments.available())})")
+    names = assignments.select(args.assignments)
     from grader import validation_outputs as outputs
     from grader.validate import validate_all
 
-    validation = validate_all(args.assignments or None, workers=args.jobs,
-                              families=set(args.family) if args.family else None)
-    print(outputs.console(validation))
+    live = outputs.Live()
+    try:
+        validation = validate_all(names or None, workers=args.jobs, families=set(args.family) if args.family else None,
+                                  on_row=live.row, on_status=live.status)
+    finally:
+        live.close()
+    matrices = outputs.matrices(validation)
+    if matrices:
+        print("\n" + matrices)
     for path, content in ((args.junit, outputs.junit), (args.json, None), (args.html, outputs.page)):
         if path is not None:
             outputs.write(path, validation.model_dump_json(indent=2) + "\n" if content is None else content(validation))
@@ -189,26 +202,41 @@ def _validate(argv: list[str]) -> int:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    """Several submissions: one report each in -o OUT, a summary, a gradebook; resumable."""
+    """Several submissions, or one graded into a batch's folder: reports, gradebook, summary,
+    class page and exports in -o OUT, updated in one commit; resumable."""
     if not args.outdir:
         raise UsageError("batch mode writes a folder of reports: pass -o OUTDIR")
     if args.json:
-        raise UsageError("--json FILE takes one submission; batch reports go to -o OUTDIR")
+        raise UsageError("--json FILE takes one submission without -o; batch reports go to -o OUTDIR")
     if args.html:
-        raise UsageError("--html PAGE takes one submission; a batch writes OUTDIR/feedback/<student>.html")
-    sandboxed = _check_isolation(args, batch=True)
-    from grader.grade_many import grade_many
+        raise UsageError("--html PAGE takes one submission without -o; -o OUTDIR writes OUTDIR/feedback/<student>.html")
+    single = len(args.paths) == 1 and Path(args.paths[0]).is_file()
+    sandboxed = _check_isolation(args, batch=not single)
+    from grader.grade_many import grade_many, not_graded_lines
     from grader.options import GradeOptions
 
     options = GradeOptions(assignment=args.assignment, seed=args.seed, cell_timeout=args.timeout,
-                           sandbox=sandboxed)
+                           sandbox=sandboxed, student=args.student)
     result = grade_many([Path(p) for p in args.paths], args.outdir, options, jobs=args.jobs,
                         force=args.force, formats=set(args.format), scheduler=args.scheduler,
-                        fail_under=args.fail_under)
+                        fail_under=args.fail_under, only=args.only)
+    if single:
+        _print_single(args)
     for path, why in sorted(result.skipped.items()):
         print(f"skipped {terminal(path, PATH_LIMIT)}: {terminal(why, MESSAGE_LIMIT)}")
-    print(f"graded {result.graded}, kept {result.resumed} unchanged, {result.errors} not gradable; "
-          f"reports, summary.csv, gradebook.sqlite and index.html in {args.outdir}")
+    skipped = f"; {len(result.skipped)} other file(s) skipped" if result.skipped else ""
+    print(f"{result.found} submission(s): {result.graded} graded, {result.errors} not graded, "
+          f"{result.resumed} unchanged since the last run{skipped}")
+    if result.errors:
+        print("not graded, by reason (their reports say more):")
+        for line in not_graded_lines(result):
+            print(terminal(line, MESSAGE_LIMIT))
+    if result.died:
+        print(f"graded, but a cell killed the kernel: {', '.join(terminal(s, 40) for s in sorted(result.died)[:8])}"
+              + (", …" if len(result.died) > 8 else ""))
+    print(f"reports, feedback/, summary.csv, gradebook.sqlite and index.html in {terminal(args.outdir, PATH_LIMIT)}")
+    for warning in result.warnings:
+        print(f"grade: {terminal(warning, MESSAGE_LIMIT)}", file=sys.stderr)
     if result.interrupted:
         print("grade: interrupted; finished reports are kept, rerun the same command to resume", file=sys.stderr)
         return 130
@@ -217,7 +245,27 @@ def _batch(args: argparse.Namespace) -> int:
         print(f"grade: the grader failed on {len(result.internal)} submission(s) ({shown}), a grader bug: "
               "their reports say so; please report it", file=sys.stderr)
         return 3
+    if result.errors:
+        return 4
     return 1 if result.below else 0
+
+
+def _print_single(args: argparse.Namespace) -> None:
+    """The student's own verdict, for one file graded into a batch folder."""
+    from grader.gradebook import Gradebook
+    from grader.render import summary
+
+    book = args.outdir / "gradebook.sqlite"
+    with Gradebook(book) as gradebook:
+        student = args.student or gradebook.student_at(os.path.abspath(args.paths[0]))
+    if student is None:
+        return
+    from grader.discovery import report_file_name
+    from grader.report import Report
+
+    report = Report.model_validate_json((args.outdir / report_file_name(student)).read_text(encoding="utf-8"))
+    tty = sys.stdout.isatty()
+    print(summary(report, color=tty, verbose=args.verbose, width=shutil.get_terminal_size().columns if tty else None))
 
 
 def _pack(argv: list[str]) -> int:
@@ -230,43 +278,59 @@ def _pack(argv: list[str]) -> int:
     from grader.pack import build_pack
 
     if args.assignment not in assignments.available():
-        raise UsageError(f"no assignment {args.assignment!r} here (there are: {', '.join(assignments.available())})")
+        raise assignments.not_found(args.assignment)
     wheel = build_pack(args.assignment, args.outdir)
     print(f"{terminal(wheel, PATH_LIMIT)}\n{terminal(args.outdir / 'STUDENTS.md', PATH_LIMIT)}")
     return 0
 
 
 def _export(argv: list[str]) -> int:
-    p = _Parser(prog="grade export", description="Rebuild exports of a batch from its gradebook, without grading.")
-    p.add_argument("outdir", type=Path, help="the -o folder of an earlier batch")
-    p.add_argument("--csv", action="store_true", help="summary.csv")
-    p.add_argument("--gradescope", action="store_true", help="gradescope/<student>/results.json")
-    p.add_argument("--html", action="store_true", help="index.html")
-    args = p.parse_args(argv)
-    book = args.outdir / "gradebook.sqlite"
-    if not book.is_file():
-        raise UsageError(f"{book} does not exist: export reads the gradebook of an earlier batch")
-    if not (args.csv or args.gradescope or args.html):
-        raise UsageError("say what to export: --csv, --gradescope and/or --html")
-    from grader.exports import write_gradescope, write_summary_csv
-    from grader.gradebook import Gradebook
+    from grader.term.commands import export
 
-    with Gradebook(book) as gradebook:
-        reports = gradebook.reports()
-    if args.csv:
-        print(write_summary_csv(reports, args.outdir / "summary.csv"))
-    if args.gradescope:
-        print(write_gradescope(reports, args.outdir))
-    if args.html:
-        from grader.classreport import write_class_report
-        from grader.discovery import report_file_name
+    return export(_Parser, argv)
 
-        print(write_class_report(reports, args.outdir, report_file=report_file_name))
-    return 0
+
+def _adjust(argv: list[str]) -> int:
+    from grader.term.commands import adjust
+
+    return adjust(_Parser, argv)
+
+
+def _gradescope_bundle(argv: list[str]) -> int:
+    from grader.term.gradescope_bundle import cli_bundle
+
+    return cli_bundle(argv)
+
+
+def _take_assignments(argv: list[str]) -> list[str]:
+    """Apply and remove `--assignments DIR` / `--assignments=DIR` wherever it stands (before or
+    after a subcommand or the paths, up to a `--`), so that every subcommand and the grading
+    workers it starts read that folder; the last one given wins."""
+    rest: list[str] = []
+    chosen = None
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            rest += [arg, *args]
+        elif arg == "--assignments":
+            chosen = next(args, None)
+            if chosen is None:
+                raise UsageError("--assignments needs a folder: --assignments DIR")
+        elif arg.startswith("--assignments="):
+            chosen = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    if chosen is not None:
+        from grader.assignment import use
+
+        use(chosen)
+    return rest
 
 
 def run(argv: list[str]) -> int:
-    subcommands = {"schema": _schema, "validate": _validate, "export": _export, "pack": _pack}  # a file: ./schema
+    argv = _take_assignments(argv)
+    subcommands = {"schema": _schema, "validate": _validate, "export": _export, "pack": _pack,  # a file: ./schema
+                   "adjust": _adjust, "gradescope-bundle": _gradescope_bundle}
     if argv and argv[0] in subcommands:
         return subcommands[argv[0]](argv[1:])
     if not argv:
@@ -284,7 +348,9 @@ def run(argv: list[str]) -> int:
         raise UsageError("--seed must be a non-negative integer")
     if args.jobs < 1:
         raise UsageError("-j must be at least 1")
-    batch = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths)
+    batch = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths) or args.outdir is not None
+    if args.only and not batch:
+        raise UsageError("--only regrades students of a batch: pass the submissions folder and -o OUTDIR")
     if batch:
         return _batch(args)
     if args.scheduler or args.format:
@@ -336,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("grade: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output left (`grade validate | head -3`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the last flush must not fail again
+        return 141  # 128 + SIGPIPE, what a shell shows for a writer whose reader left (`yes | head`)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -79,9 +79,9 @@ class SpecInvalid(GraderError):
 class AssignmentNotFound(GraderError):
     """No assignment folder by that id."""
 
-    def __init__(self, assignment: str, known: list[str]):
+    def __init__(self, assignment: str, known: list[str], *, message: str | None = None):
         hint = f" (known: {', '.join(known)})" if known else ""
-        super().__init__(f"no assignment named {assignment!r}{hint}")
+        super().__init__(message or f"no assignment named {assignment!r}{hint}")
         self.assignment = assignment
         self.known = known
 

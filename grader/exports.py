@@ -33,7 +33,8 @@ def _cells(row: list[object]) -> list[object]:
 
 
 def write_summary_csv(reports: dict[str, Report], path: Path) -> Path:
-    """One row per student: status, total, max, then each exercise's score (sorted by student).
+    """One row per student: status, raw total, max, each exercise's score, the late penalty, the
+    sum of the adjustments and the final score (sorted by student).
 
     UTF-8, one header row. Text cells are quoted and `inert.csv_cell`-neutralised (a student id
     `=HYPERLINK(...)` is written `'=HYPERLINK(...)`, and a `;` inside it cannot start a cell in a
@@ -48,14 +49,17 @@ def write_summary_csv(reports: dict[str, Report], path: Path) -> Path:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC)
-        header = ["student", "assignment", "status", "score", "max_score", *exercises, "error"]
+        header = ["student", "assignment", "status", "score", "max_score", *exercises,
+                  "late_penalty", "adjustment", "final_score", "error"]
         writer.writerow(_cells(header))
         for student in sorted(reports):
             r = reports[student]
             by_id = {e.id: e.score for e in r.exercises}
             writer.writerow(_cells([student, r.assignment, r.status, _Number(r.score), _Number(r.max_score),
                                     *(_Number(by_id[e]) if e in by_id else "" for e in exercises),
-                                    r.error or ""]))
+                                    _Number(r.late.points) if r.late else "",
+                                    _Number(sum(a.points for a in r.adjustments)) if r.adjustments else "",
+                                    _Number(r.final), r.error or ""]))
     tmp.replace(path)
     return path
 
@@ -77,8 +81,16 @@ def gradescope_results(report: Report) -> dict:
         }
         for e in report.exercises for c in e.checks
     ]
-    output = text(report.error or f"{report.assignment}: {report.score:g} / {report.max_score:g}")
-    return {"score": report.score, "execution_time": report.duration_s, "output": output, "tests": tests}
+    notes = ([f"late: -{report.late.points:g} ({report.late.days_late} day(s) after {report.late.due})"]
+             if report.late else []) + [f"adjusted {a.points:+g} by {a.by}: {a.reason}" for a in report.adjustments]
+    output = text(report.error or "\n".join([f"{report.assignment}: {report.final:g} / {report.max_score:g}"
+                                             + (f" (graded {report.score:g})" if report.final_score is not None else ""),
+                                             *notes]))
+    # Gradescope renders the top-level output as HTML unless told (its default, "simple_format"),
+    # and student text is in it: every string here is plain text. stdout is the instructor's log.
+    return {"score": report.final, "execution_time": report.duration_s, "output": output, "tests": tests,
+            "output_format": "text", "test_output_format": "text", "test_name_format": "text",
+            "visibility": "visible", "stdout_visibility": "hidden"}
 
 
 def write_gradescope(reports: dict[str, Report], out_dir: Path) -> Path:

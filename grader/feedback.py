@@ -70,7 +70,7 @@ def page(report: Report, cells: list[SourceCell]) -> str:
             f"</title><style>{_STYLE}</style><h1>{e(text(report.assignment))}{who}"
             f"<span class='score {_fraction_class(report.score, report.max_score)}'>"
             f"{report.score:g} / {report.max_score:g}</span></h1>")
-    parts = [head]
+    parts = [head, _final(report)]
     if report.status == "error":
         parts.append(f"<p class='none'>Not graded: {e(text(report.error))}</p>")
     for exercise in report.exercises:
@@ -99,6 +99,21 @@ def page(report: Report, cells: list[SourceCell]) -> str:
         if problem.exercise is None:
             parts.append(f"<p class='part'>note: {e(text(problem.message))}</p>")
     return "".join(parts) + "</html>\n"
+
+
+def _final(report: Report) -> str:
+    """The late penalty and the grade changes by hand, with who, when and why (nothing when none)."""
+    e = html.escape
+    lines = []
+    if report.late is not None:
+        lines.append(f"<li>late: submitted {e(report.late.submitted_at)}, due {e(report.late.due)}, "
+                     f"{report.late.days_late} day(s) late: −{report.late.points:g} ({e(report.late.rule)})</li>")
+    for a in report.adjustments:
+        lines.append(f"<li>adjusted {a.points:+g} by {e(text(a.by))} on {e(text(a.at))}: {e(text(a.reason))}</li>")
+    if not lines:
+        return ""
+    return (f"<section class='final'><p>Final score <b>{report.final:g} / {report.max_score:g}</b> "
+            f"(graded {report.score:g})</p><ul>{''.join(lines)}</ul></section>")
 
 
 def write_page(report: Report, cells: list[SourceCell], path: Path) -> Path:

@@ -2,11 +2,12 @@
 
 Steps: discover the submissions; read each once, bounded (`submission.peek`: its sha256 and the
 assignment its notebook metadata names); decide the one assignment the batch grades; skip those
-whose stored result matches their sha256, the assignment and the grader version (unless
-`force`); grade the rest with an executor (local processes or a Dask cluster), writing each
-student's report and gradebook rows as soon as it is done; then rebuild summary.csv, index.html
-and the requested exports from the gradebook, also after Ctrl-C, so what was done is kept and a
-rerun resumes.
+whose stored result is current by the resume key (the submission's bytes, the assignment's
+digest, the grader's and JAX's versions: `gradebook.Stored`), unless `force` or `only`; grade
+the rest with an executor (local processes or a Dask cluster), recording each report as it is
+done; and rebuild every output from the gradebook (`term.outputs`) in one commit
+(`term.staging`), every CHECKPOINT_EVERY reports and at the end, Ctrl-C included, so what was
+done is kept, a rerun resumes, and a crash leaves the last consistent state.
 
 Which assignment (`decide_assignment`): the one given with -a (an id, or a folder of the
 instructor's); else the one that a strict majority of the readable submissions names; else the
@@ -33,26 +34,44 @@ from pydantic import BaseModel
 
 from grader import assignment as assignments
 from grader.batch import Executor, LocalExecutor, SerialExecutor, Task, error_report
-from grader.discovery import discover, report_file_name, student_file_stem
+from grader.discovery import Discovery, discover
 from grader.errors import GraderError, SubmissionUnreadable, UsageError, WrongAssignment
-from grader.exports import write_gradescope, write_summary_csv
+from grader.assignment_digest import assignment_digest
 from grader.faults import is_internal
-from grader.gradebook import Gradebook
+from grader.gradebook import ExportSettings, Gradebook, Stored
 from grader.options import GradeOptions
 from grader.progress import Progress
-from grader.report import Report, environment, write
+from grader.report import Report, environment
+from grader.term.outputs import rebuild
+from grader.term.staging import Staging, recover
 from grader.submission import Peek, claim_text, display_path, peek
 
 
 class BatchResult(BaseModel):
-    graded: int
-    resumed: int
-    errors: int
+    """What a batch did, adding up: found = graded + not_graded + unchanged (+ files skipped)."""
+
+    found: int = 0  # students found (each with a submission, a problem, or two submissions)
+    graded: int  # graded now, status "graded"
+    resumed: int  # kept from an earlier run: current by the resume key
+    errors: int  # not graded now: an error report each
+    not_graded: dict[str, list[str]] = {}  # reason -> students, for every error report written now
+    died: list[str] = []  # graded, but a cell killed the kernel (the exercise after it scored 0)
     interrupted: bool
-    skipped: dict[str, str]
+    skipped: dict[str, str]  # files and folders that are not submissions
     below: list[str] = []  # students under --fail-under
     internal: list[str] = []  # students whose grading met a grader bug (grader.faults): exit 3
     assignment: str | None = None  # what the batch graded (-a, or decided from the notebooks)
+    recovered: bool = False  # an earlier run's interrupted commit was finished first
+    warnings: list[str] = []  # an export that could not be rebuilt
+
+
+def not_graded_lines(result: BatchResult, limit: int = 8) -> list[str]:
+    """Every student not graded, grouped by reason (the ids as given; the caller makes them inert)."""
+    lines = []
+    for reason, students in sorted(result.not_graded.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        shown = ", ".join(sorted(students)[:limit]) + (f", and {len(students) - limit} more" if len(students) > limit else "")
+        lines.append(f"  {reason} ({len(students)}): {shown}")
+    return lines
 
 
 def executor_for(jobs: int, scheduler: str | None) -> Executor:
@@ -61,29 +80,6 @@ def executor_for(jobs: int, scheduler: str | None) -> Executor:
 
         return DaskExecutor(scheduler)
     return LocalExecutor(jobs) if jobs > 1 else SerialExecutor()
-
-
-def rebuild_outputs(out_dir: Path, gradebook: Gradebook, formats: set[str]) -> None:
-    reports = gradebook.reports()
-    write_summary_csv(reports, out_dir / "summary.csv")
-    from grader.classreport import write_class_report
-
-    write_class_report(reports, out_dir, report_file=report_file_name)
-    if "gradescope" in formats:
-        write_gradescope(reports, out_dir)
-
-
-def write_feedback(report: Report, out_dir: Path) -> None:
-    """OUT/feedback/<student>.html: the page to hand back (the submission read again, bounded as
-    before; one that cannot be read gives a page without code)."""
-    from grader.feedback import write_page
-    from grader.submission import read_submission
-
-    try:
-        cells = read_submission(report.submission.path).cells if report.status == "graded" else []
-    except GraderError:
-        cells = []
-    write_page(report, cells, out_dir / "feedback" / (student_file_stem(report.student or "unknown") + ".html"))
 
 
 def decide_assignment(requested: str | None, hints: list[str | None], *, needed: bool = True) -> str | None:
@@ -118,7 +114,7 @@ def decide_assignment(requested: str | None, hints: list[str | None], *, needed:
 def _claim_problem(item: Peek, known: list[str], folder: Path | None, batch_id: str | None) -> str | None:
     """Why a notebook's claim keeps it from being graded in this batch, or None."""
     hint = item.assignment_hint
-    if hint is None:
+    if hint is None or (batch_id is not None and hint == batch_id):
         return None
     if hint not in known:
         return str(WrongAssignment(item.path, claim_text(hint)))
@@ -127,10 +123,52 @@ def _claim_problem(item: Peek, known: list[str], folder: Path | None, batch_id: 
     return None
 
 
+def _as_recorded(found: Discovery, paths: list[Path], out_dir: Path, student: str | None) -> Discovery:
+    """One file graded into a batch's folder is a regrade of the student it was graded for
+    (`--student`, else the gradebook's student for that path, else the file's stem)."""
+    if len(paths) != 1 or len(found.submissions) != 1:
+        return found
+    item = found.submissions[0]
+    if student is None and (out_dir / "gradebook.sqlite").is_file():
+        with Gradebook(out_dir / "gradebook.sqlite") as book:
+            student = book.student_at(os.path.abspath(item.path))
+    if student is None or student == item.student:
+        return found
+    return found.model_copy(update={"submissions": [item.model_copy(update={"student": student})]})
+
+
+def reason_group(report: Report) -> str:
+    """What an error report's reason is, without the student's own path or details: the key
+    under which a batch's end groups the students not graded."""
+    reason = report.error or "no reason given"
+    path = report.submission.path
+    for prefix in (path, display_path(Path(path)) if path else ""):
+        if prefix and reason.startswith(prefix + ": "):
+            reason = reason[len(prefix) + 2:]
+    return reason.split(" (", 1)[0].split(": ", 1)[0][:120]
+
+
+def _submitted_at(path: str) -> str | None:
+    """The file's modification time, for a late policy (an LMS download keeps it)."""
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.fromtimestamp(os.lstat(path).st_mtime, timezone.utc).isoformat(timespec="seconds")
+    except OSError:
+        return None
+
+
+CHECKPOINT_EVERY = 25
+"""Reports recorded between two commits of a long batch: a crash loses at most these."""
+
+
 def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs: int = 1,
                force: bool = False, formats: set[str] = frozenset(), scheduler: str | None = None,
-               fail_under: float | None = None) -> BatchResult:
-    found = discover(paths)
+               fail_under: float | None = None, only: list[str] | None = None,
+               settings: ExportSettings | None = None) -> BatchResult:
+    """Grade what `paths` hold into OUT; with `only`, regrade just those students (forced) and
+    rebuild everything else around them. Every update of OUT is one commit (`term.staging`)."""
+    found = _as_recorded(discover(paths), paths, out_dir, options.student)
     failed: list[tuple[str, str, str]] = []  # (student, printable path, reason): error reports
     for problem in found.problems:
         failed.append((problem.student, problem.path, f"{problem.path}: {problem.reason}"))
@@ -143,10 +181,23 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
             peeked.append((item.student, item.path, peek(item.path)))
         except SubmissionUnreadable as exc:
             failed.append((item.student, display_path(item.path), str(exc)))
+    if only is not None:
+        everyone = {s for s, _, _ in failed} | {s for s, _, _ in peeked}
+        unknown = [s for s in only if s not in everyone]
+        if unknown:
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], sorted(everyone), n=1)
+            raise UsageError(f"--only: no submission of {unknown[0]!r} in {', '.join(map(str, paths))}"
+                             + (f" (did you mean {close[0]!r}?)" if close else ""))
+        failed = [f for f in failed if f[0] in only]
+        peeked = [p for p in peeked if p[0] in only]
+        force = True
 
     chosen = decide_assignment(options.assignment, [p.assignment_hint for _, _, p in peeked], needed=bool(peeked))
     folder = assignments.resolve(chosen).resolve() if chosen else None
     batch_id = assignments.read_spec(folder).id if folder else None
+    digest = assignment_digest(folder) if folder else None
     options = options.model_copy(update={"assignment": chosen})
     known = assignments.available()
     candidates: list[tuple[str, Path, Peek]] = []
@@ -158,26 +209,32 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
             candidates.append((student, path, item))
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    version = environment().grader
-    graded = resumed = errors = 0
-    internal: list[str] = []
-    interrupted = False
-    with Gradebook(out_dir / "gradebook.sqlite") as gradebook:
-        def keep(report) -> None:
-            nonlocal errors
-            write(report, out_dir / report_file_name(report.student))
-            write_feedback(report, out_dir)
-            gradebook.record(report)
-            errors += report.status == "error"
+    recovered = recover(out_dir)
+    env = environment()
+    result = BatchResult(found=len(failed) + len(candidates), graded=0, resumed=0, errors=0, interrupted=False,
+                         skipped=found.skipped, assignment=batch_id, recovered=recovered)
+    batch = _Committing(out_dir, settings or ExportSettings(gradescope="gradescope" in formats))
+    try:
+        def keep(report: Report) -> None:
+            batch.record(report, digest)
+            if report.status == "error":
+                result.errors += 1
+                result.not_graded.setdefault(reason_group(report), []).append(report.student or "?")
+            else:
+                result.graded += 1
+                if any(p.status == "died" for p in report.cell_problems):
+                    result.died.append(report.student or "?")
             if is_internal(report):
-                internal.append(report.student)
+                result.internal.append(report.student or "?")
 
         for student, shown, reason in sorted(failed):
             keep(error_report(Task(student=student, path=shown, options=options), reason))
         tasks = []
+        key = Stored(sha256=None, assignment=batch_id, assignment_digest=digest, grader_version=env.grader,
+                     jax_version=env.jax)
         for student, path, item in candidates:
-            if not force and gradebook.is_current(student, item.sha256, batch_id, version):
-                resumed += 1
+            if not force and batch.gradebook.is_current(student, key.model_copy(update={"sha256": item.sha256})):
+                result.resumed += 1
                 continue
             # absolute, not resolved (links are not followed): cluster workers need not share
             # the client's working directory
@@ -186,14 +243,53 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
         try:
             for _, report in executor_for(jobs, scheduler).map(tasks):
                 keep(report)
-                graded += 1
                 progress.update(report.status == "graded")
         except KeyboardInterrupt:
-            interrupted = True
+            result.interrupted = True
         finally:
             progress.close()
-            rebuild_outputs(out_dir, gradebook, set(formats))
-        below = [s for s, r in gradebook.reports().items()
-                 if fail_under is not None and r.max_score and 100 * r.score / r.max_score < fail_under]
-    return BatchResult(graded=graded, resumed=resumed, errors=errors, interrupted=interrupted,
-                       skipped=found.skipped, below=below, assignment=batch_id, internal=internal)
+        reports = batch.commit()
+    except BaseException:
+        batch.abort()
+        raise
+    result.warnings = batch.warnings
+    result.below = [s for s, r in reports.items()
+                    if fail_under is not None and r.max_score and 100 * r.final / r.max_score < fail_under]
+    return result
+
+
+class _Committing:
+    """The batch's open update of OUT: reports are recorded into a staged gradebook, and every
+    CHECKPOINT_EVERY reports (and at the end, Ctrl-C included) all outputs are rebuilt and
+    committed together. A SIGKILL loses only what was recorded since the last commit."""
+
+    def __init__(self, out_dir: Path, settings: ExportSettings):
+        self.out_dir, self.requested = out_dir, settings
+        self.warnings: list[str] = []
+        self._open()
+
+    def _open(self) -> None:
+        self.stage = Staging(self.out_dir)
+        self.gradebook = Gradebook(self.stage.gradebook())
+        self.settings = self.gradebook.export_settings().merged(self.requested)
+        self.changed: set[str] = set()
+
+    def record(self, report: Report, digest: str | None) -> None:
+        self.gradebook.record(report, assignment_digest=digest, submitted_at=_submitted_at(report.submission.path))
+        self.changed.add(report.student or "?")
+        if len(self.changed) >= CHECKPOINT_EVERY:
+            self.commit()
+            self._open()
+
+    def commit(self) -> dict[str, Report]:
+        try:
+            rebuilt = rebuild(self.stage, self.gradebook, self.settings, self.changed)
+        finally:
+            self.gradebook.close()
+        self.stage.commit()
+        self.warnings.extend(rebuilt.warnings)
+        return rebuilt.reports
+
+    def abort(self) -> None:
+        self.gradebook.close()
+        self.stage.abort()

@@ -2,12 +2,21 @@
 
     students(id)
     submissions(student, assignment, path, sha256, grader_version, graded_at, status, error,
-                score, max_score, seed, duration_s, report)   -- one row per student: the latest
+                score, max_score, seed, duration_s, report, assignment_digest, jax_version,
+                submitted_at, final_score)                    -- one row per student: the latest
     exercise_scores(student, exercise, score, max_score)
     check_results(student, check_id, status, score, max_score, hidden, message)
+    adjustments(student, points, reason, by, at)              -- grade changes by hand, kept
+    settings(name, value)                                     -- the exports this batch keeps
+    similar_programs(exercise, group_id, student, ...)        -- copied work (grader.term.similarity)
 
 For example: `SELECT check_id, avg(status = 'passed') FROM check_results GROUP BY check_id`.
-Each report is recorded in one transaction, so an interrupted batch leaves whole rows only.
+
+`report` is the raw report as graded; `final_score` is the score after the late policy and the
+adjustments, written when the outputs are rebuilt. A stored result is current (`is_current`)
+only for the same submission bytes, assignment digest, grader version and JAX version: the
+resume key covers everything a verdict depends on. A gradebook from an older grader gains the
+new columns when opened; its rows, lacking a digest, are regraded.
 """
 
 from __future__ import annotations
@@ -16,7 +25,9 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.report import Report
+from pydantic import BaseModel
+
+from grader.report import Adjustment, Report
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS students (id TEXT PRIMARY KEY);
@@ -36,7 +47,40 @@ CREATE TABLE IF NOT EXISTS check_results (
     score REAL NOT NULL, max_score REAL NOT NULL, hidden INTEGER NOT NULL, message TEXT,
     PRIMARY KEY (student, check_id)
 );
+CREATE TABLE IF NOT EXISTS adjustments (
+    student TEXT NOT NULL, points REAL NOT NULL, reason TEXT NOT NULL, by TEXT NOT NULL, at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+ADDED_COLUMNS = {  # columns later graders added to `submissions`, with their types
+    "assignment_digest": "TEXT", "jax_version": "TEXT", "submitted_at": "TEXT", "final_score": "REAL",
+}
+
+
+class Stored(BaseModel):
+    """What the resume key compares: a result is reused only when all of it matches."""
+
+    sha256: str | None
+    assignment: str | None
+    assignment_digest: str | None
+    grader_version: str
+    jax_version: str | None
+
+
+class ExportSettings(BaseModel):
+    """The exports a batch was asked for once and keeps up to date on every rebuild."""
+
+    gradescope: bool = False
+    canvas_roster: str | None = None
+    canvas_column: str | None = None
+    moodle: bool = False
+
+    def merged(self, other: ExportSettings) -> ExportSettings:
+        return ExportSettings(gradescope=self.gradescope or other.gradescope,
+                              canvas_roster=other.canvas_roster or self.canvas_roster,
+                              canvas_column=other.canvas_column or self.canvas_column,
+                              moodle=self.moodle or other.moodle)
 
 
 class Gradebook:
@@ -44,6 +88,16 @@ class Gradebook:
         self.path = path
         self._db = sqlite3.connect(path)
         self._db.executescript(SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(submissions)")}
+        for column, kind in ADDED_COLUMNS.items():
+            if column not in have:
+                self._db.execute(f"ALTER TABLE submissions ADD COLUMN {column} {kind}")
+        self._db.commit()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """For the class-level tools that keep their own tables here (copied work)."""
+        return self._db
 
     def close(self) -> None:
         self._db.close()
@@ -54,20 +108,26 @@ class Gradebook:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def record(self, report: Report) -> None:
+    def record(self, report: Report, *, assignment_digest: str | None = None,
+               submitted_at: str | None = None) -> None:
+        """Each report in one transaction, so an interrupted batch leaves whole rows only."""
         student = report.student
         assert student is not None, "batch reports carry their student id"
-        with self._db:  # one transaction
+        raw = report.model_copy(update={"adjustments": [], "late": None, "final_score": None})
+        with self._db:
             db = self._db
             db.execute("INSERT OR IGNORE INTO students(id) VALUES (?)", (student,))
             db.execute("DELETE FROM exercise_scores WHERE student = ?", (student,))
             db.execute("DELETE FROM check_results WHERE student = ?", (student,))
             db.execute(
-                "INSERT OR REPLACE INTO submissions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO submissions (student, assignment, path, sha256, grader_version, graded_at,"
+                " status, error, score, max_score, seed, duration_s, report, assignment_digest, jax_version,"
+                " submitted_at, final_score) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (student, report.assignment, report.submission.path, report.submission.sha256,
                  report.environment.grader, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  report.status, report.error, report.score, report.max_score, report.seed,
-                 report.duration_s, report.model_dump_json()),
+                 report.duration_s, raw.model_dump_json(), assignment_digest, report.environment.jax,
+                 submitted_at, None),
             )
             db.executemany("INSERT INTO exercise_scores VALUES (?,?,?,?)",
                            [(student, e.id, e.score, e.max_score) for e in report.exercises])
@@ -75,14 +135,59 @@ class Gradebook:
                            [(student, c.id, c.status, c.score, c.max_score, int(c.hidden), c.message)
                             for e in report.exercises for c in e.checks])
 
-    def is_current(self, student: str, sha256: str, assignment: str | None, grader_version: str) -> bool:
-        """A stored, graded result for exactly this file, assignment and grader version."""
+    def is_current(self, student: str, key: Stored) -> bool:
+        """A stored, graded result for exactly this file, assignment (id and digest), grader and JAX."""
         row = self._db.execute(
-            "SELECT sha256, assignment, grader_version, status FROM submissions WHERE student = ?",
-            (student,)).fetchone()
-        return (row is not None and row[0] == sha256 and row[2] == grader_version and row[3] == "graded"
-                and (assignment is None or row[1] == assignment))
+            "SELECT sha256, assignment, assignment_digest, grader_version, jax_version, status"
+            " FROM submissions WHERE student = ?", (student,)).fetchone()
+        if row is None or row[5] != "graded" or row[2] is None:
+            return False
+        stored = Stored(sha256=row[0], assignment=row[1], assignment_digest=row[2], grader_version=row[3],
+                        jax_version=row[4])
+        return stored == key.model_copy(update={"assignment": key.assignment or stored.assignment})
 
     def reports(self) -> dict[str, Report]:
+        """Every student's raw report (as graded: no adjustment, no late penalty)."""
         rows = self._db.execute("SELECT student, report FROM submissions ORDER BY student").fetchall()
         return {student: Report.model_validate_json(text) for student, text in rows}
+
+    def students(self) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT student FROM submissions ORDER BY student")]
+
+    def path_of(self, student: str) -> str | None:
+        row = self._db.execute("SELECT path FROM submissions WHERE student = ?", (student,)).fetchone()
+        return row[0] if row else None
+
+    def student_at(self, path: str) -> str | None:
+        """The student whose submission was graded from this path (a single-file regrade)."""
+        row = self._db.execute("SELECT student FROM submissions WHERE path = ?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def submitted_at(self) -> dict[str, str]:
+        rows = self._db.execute("SELECT student, submitted_at FROM submissions WHERE submitted_at IS NOT NULL")
+        return dict(rows.fetchall())
+
+    def adjust(self, student: str, adjustment: Adjustment) -> None:
+        with self._db:
+            self._db.execute("INSERT INTO adjustments VALUES (?,?,?,?,?)",
+                             (student, adjustment.points, adjustment.reason, adjustment.by, adjustment.at))
+
+    def adjustments(self) -> dict[str, list[Adjustment]]:
+        found: dict[str, list[Adjustment]] = {}
+        for student, points, reason, by, at in self._db.execute(
+                "SELECT student, points, reason, by, at FROM adjustments ORDER BY rowid"):
+            found.setdefault(student, []).append(Adjustment(points=points, reason=reason, by=by, at=at))
+        return found
+
+    def export_settings(self) -> ExportSettings:
+        row = self._db.execute("SELECT value FROM settings WHERE name = 'exports'").fetchone()
+        return ExportSettings.model_validate_json(row[0]) if row else ExportSettings()
+
+    def save_export_settings(self, settings: ExportSettings) -> None:
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO settings VALUES ('exports', ?)", (settings.model_dump_json(),))
+
+    def set_final(self, finals: dict[str, float]) -> None:
+        with self._db:
+            self._db.executemany("UPDATE submissions SET final_score = ? WHERE student = ?",
+                                 [(score, student) for student, score in finals.items()])

@@ -16,7 +16,7 @@ from grader.checks import Check, Context, ModuleRun, Planner, Seen, build
 from grader.checks.base import CheckOutcome
 from grader.faults import one_line
 from grader.probe.protocol import Observation, Request
-from grader.report import ExerciseResult
+from grader.report import ExerciseResult, ProgramFingerprint
 from grader.reveal import Stage, judged_now, not_judged_yet, revealed
 from grader.scoring import score_check, score_exercise
 from grader.spec import CheckSpec, ExerciseSpec
@@ -140,3 +140,25 @@ def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[Exerc
             scored.append(score_check(check.full_id, spec, revealed(outcome, spec), exercise))
         results.append(score_exercise(exercise, scored))
     return results
+
+
+def programs(checks_plan: Plan, seen: Seen) -> list[ProgramFingerprint]:
+    """For the instructor's search for copied work: one fingerprint per (exercise, function)
+    exported, in the spec's order. A function exported for several signatures is represented by
+    one of its modules, the same for every student: the first one a visible check exports (a
+    hidden check's shapes may come from its generator, and so from the student's seed)."""
+    chosen: dict[tuple[str, str], tuple[tuple[bool, int], ProgramFingerprint]] = {}
+    order = 0
+    for exercise, checks in checks_plan:
+        for spec, check in zip(exercise.checks, checks):
+            for run in check.runs():
+                order += 1
+                outcome = seen.run(run)
+                facts = outcome.facts if outcome is not None else None
+                if facts is None or facts.digest is None:
+                    continue
+                key, rank = (exercise.id, run.export.target), (spec.hidden, order)
+                if key not in chosen or rank < chosen[key][0]:
+                    chosen[key] = (rank, ProgramFingerprint(exercise=exercise.id, function=run.export.target,
+                                                            digest=facts.digest, shingles=facts.shingles))
+    return [fingerprint for _, fingerprint in chosen.values()]

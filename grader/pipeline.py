@@ -15,7 +15,7 @@ from grader.attribution import attribute
 from grader.checks import Seen
 from grader.errors import AssignmentBug, UsageError, WrongAssignment
 from grader.faults import one_line
-from grader.judging import judge, observe_all, plan
+from grader.judging import judge, observe_all, plan, programs
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.report import Report, SubmissionRef, environment
@@ -50,14 +50,19 @@ def choose_assignment(submission: Submission, options: GradeOptions) -> str:
     """
     known = assignments.available()
     hint = submission.assignment_hint
-    if hint is not None and hint not in known:
-        raise WrongAssignment(submission.path, claim_text(hint))
-    if options.assignment:
+    if options.assignment:  # the instructor's, also a folder outside the assignments folder
         if hint is not None:
             wanted = assignments.resolve(options.assignment).resolve()
+            wanted_id = assignments.read_spec(wanted).id
+            if hint == wanted_id:
+                return options.assignment
+            if hint not in known:
+                raise WrongAssignment(submission.path, claim_text(hint))
             if assignments.resolve(hint).resolve() != wanted:
-                raise WrongAssignment(submission.path, hint, wanted.name, graded="it is being graded as")
+                raise WrongAssignment(submission.path, hint, wanted_id, graded="it is being graded as")
         return options.assignment
+    if hint is not None and hint not in known:
+        raise WrongAssignment(submission.path, claim_text(hint))
     if hint is not None:
         return str(assignments.assignments_dir() / hint)  # the instructor's folder, never one elsewhere
     stem = Path(submission.path).stem
@@ -65,6 +70,8 @@ def choose_assignment(submission: Submission, options: GradeOptions) -> str:
         return str(assignments.assignments_dir() / stem)
     if len(known) == 1:
         return str(assignments.assignments_dir() / known[0])
+    if not known:
+        raise assignments.not_found(stem)
     raise UsageError(f"cannot tell which assignment {submission.path} is for; pass -a ({', '.join(known)})")
 
 
@@ -150,4 +157,5 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
         cell_problems=problems,
         cell_problems_omitted=session.problems_omitted,
         isolation=isolation_for(options),
+        programs=programs(checks_plan, seen),
     )

@@ -100,4 +100,12 @@ def summary(report: Report, *, color: bool = False, verbose: bool = False, width
         lines.append(paint(f"  note: {terminal(problem.message, MESSAGE_LIMIT)}", "2"))
     total = f"{_points(report.score)} / {_points(report.max_score)}"
     lines.append(f"Total {paint(total, '1')}   (seed {report.seed}, {report.duration_s:.1f} s)")
+    if report.late is not None:
+        lines.append(f"  late: submitted {report.late.submitted_at}, {report.late.days_late} day(s) after "
+                     f"{report.late.due}: -{_points(report.late.points)} ({report.late.rule})")
+    for a in report.adjustments:
+        lines.append(f"  adjusted {a.points:+g} by {terminal(a.by, 60)} on {terminal(a.at, 40)}: "
+                     f"{terminal(a.reason, MESSAGE_LIMIT)}")
+    if report.final_score is not None:
+        lines.append(f"Final {paint(f'{_points(report.final)} / {_points(report.max_score)}', '1')}")
     return "\n".join(lines)

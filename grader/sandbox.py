@@ -261,9 +261,11 @@ class Sandbox:
     def _readonly_paths(self) -> list[Path]:
         """The interpreter, its virtual environment and the runtime directory (the probe's, or
         the verifier's): nothing else of the host."""
-        paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), self.runtime_dir}
+        paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), self.runtime_dir,
+                 *_kernel_package_dirs()}
         inside_usr = [p for p in paths if p == Path("/usr") or Path("/usr") in p.parents]
-        return sorted(p for p in paths if p not in inside_usr)
+        covered = [p for p in paths if any(q != p and q in p.parents for q in paths)]
+        return sorted(p for p in paths if p not in inside_usr and p not in covered)
 
     # ------------------------------------------------------------------ stray processes
 
@@ -391,3 +393,20 @@ def sweep(pid: int) -> int:
             subprocess.run(["umount", "-l", fields[1]], capture_output=True)
             removed += 1
     return removed
+
+
+KERNEL_PACKAGES = ("ipykernel", "jax", "jaxlib", "numpy")
+
+
+def _kernel_package_dirs() -> list[Path]:
+    """The site-packages folders the kernel imports its packages from, when they are outside the
+    interpreter's prefix (a venv that reaches them through a .pth file, a --user install): only
+    those folders, never the rest of sys.path, which may hold the course's repository."""
+    import importlib.util
+
+    found = set()
+    for name in KERNEL_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            found.add(Path(spec.origin).resolve().parent.parent)
+    return sorted(found)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +89,21 @@ class Validation(BaseModel):
     @property
     def rows(self) -> list[Row]:
         return [r for a in self.assignments for r in a.rows]
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where the validation of one assignment stands, for a progress line: `total` is None while
+    its items are still being planned (deriving mutants takes a while of its own)."""
+
+    assignment: str
+    done: int = 0
+    total: int | None = None
+    running: int = 0
+
+
+RowListener = Callable[[Row], None]
+StatusListener = Callable[[Status], None]
 
 
 @dataclass(frozen=True)
@@ -161,9 +176,15 @@ class _Item:
 
 
 class _Validator:
-    """Validates one assignment: builds its items, grades them, judges what came back."""
+    """Validates one assignment: builds its items, grades them, judges each as it comes back.
 
-    def __init__(self, assignment_name: str, scratch: Path, workers: int, families: set[str] | None):
+    Each row goes to `on_row` the moment it is made (a validation takes minutes); the result
+    still lists rows and matrix in the order of the items, whatever order the gradings finished
+    in, so the outputs do not depend on timing. `_rank` is where the rows made now belong.
+    """
+
+    def __init__(self, assignment_name: str, scratch: Path, workers: int, families: set[str] | None,
+                 on_row: RowListener | None = None, on_status: StatusListener | None = None):
         self.name = assignment_name
         self.scratch = scratch / assignment_name
         self.workers = workers
@@ -172,9 +193,34 @@ class _Validator:
         self.matrix: list[MatrixRow] = []
         self.generated: dict[str, int] = {}
         self.check_ids: list[str] = []
+        self._on_row = on_row
+        self._on_status = on_status
+        self._rank = 0  # 0 while planning, 1 + an item's index while judging it, then after the items
+        self._ranks: dict[int, int] = {}  # id() of a row or matrix row -> its rank
+        self._duration: float | None = None  # the grading of the item being judged, as its report says
+        self._grading_failed = False
 
     def row(self, item: str, ok: bool, detail: str = "", bug: bool = False, kind: Kind = "spec") -> None:
-        self.rows.append(Row(assignment=self.name, item=item, ok=ok, detail=detail, bug=bug, kind=kind))
+        made = Row(assignment=self.name, item=item, ok=ok, detail=detail, bug=bug, kind=kind,
+                   duration_s=self._duration)
+        self.rows.append(made)
+        self._ranks[id(made)] = self._rank
+        if self._on_row is not None:
+            self._on_row(made)
+
+    def _add_matrix(self, row: MatrixRow) -> None:
+        self.matrix.append(row)
+        self._ranks[id(row)] = self._rank
+
+    def _status(self, done: int = 0, total: int | None = None) -> None:
+        if self._on_status is not None:
+            running = 0 if total is None else min(self.workers, total - done)
+            self._on_status(Status(assignment=self.name, done=done, total=total, running=running))
+
+    def _in_item_order(self) -> None:
+        """Rows and matrix as if every grading had finished in the order of the items."""
+        self.rows.sort(key=lambda r: self._ranks[id(r)])  # stable: within an item, as made
+        self.matrix.sort(key=lambda r: self._ranks[id(r)])
 
     def result(self) -> AssignmentValidation:
         return AssignmentValidation(assignment=self.name, rows=self.rows, checks=self.check_ids,
@@ -194,22 +240,23 @@ class _Validator:
         return loaded, self._items(loaded)
 
     def run(self) -> AssignmentValidation:
+        self._status()
         planned = self.plan()
         if planned is None:
             return self.result()
         loaded, items = planned
-        reports = self._grade(items)
-        if reports is None:
-            return self.result()
+        after = len(items) + 1
+        self._rank = after
+        self._status(0, len(items))
         seen_failing: set[str] = set()
-        for item in items:
-            report = reports.get(item.key)
-            if report is None:
-                continue
-            first_row = len(self.rows)
-            self._judge_item(loaded, item, report, seen_failing)
-            for row in self.rows[first_row:]:
-                row.duration_s = report.duration_s
+        for done, (index, report) in enumerate(self._reports(items), start=1):
+            self._rank, self._duration = index + 1, report.duration_s
+            self._judge_item(loaded, items[index], report, seen_failing)
+            self._rank, self._duration = after, None
+            self._status(done, len(items))
+        self._in_item_order()
+        if self._grading_failed:
+            return self.result()
         self._stale_declarations(loaded, items)
         uncovered = set(self.check_ids) - seen_failing
         mutants = sum(1 for i in items if i.kind in ("mutant", "derived"))
@@ -243,7 +290,7 @@ class _Validator:
                  "; ".join(problems) or f"{count} requirements", kind="coverage")
 
     def _items(self, loaded: Assignment) -> list[_Item]:
-        root = assignments.assignments_dir().parent
+        root = loaded.folder.parent.parent  # the course: assignments/<id>/ beside solutions/, student_template/
         items: list[_Item] = []
         solutions = [p for p in sorted((root / "solutions").glob(f"{self.name}.*")) if p.suffix in (".py", ".ipynb")]
         if not solutions:
@@ -291,21 +338,22 @@ class _Validator:
         path.write_text(text, encoding="utf-8")
         return path
 
-    def _grade(self, items: list[_Item]) -> dict[str, Report] | None:
-        """Every item through the batch path: worker processes with warm kernels."""
+    def _reports(self, items: list[_Item]) -> Iterator[tuple[int, Report]]:
+        """(index of the item, its report) as each grading finishes, in any order, through the
+        batch path: worker processes with warm kernels. What the caller does with a report (print
+        it to a closed pipe, say) raises in the caller, never in the `except` below."""
         from grader.batch import LocalExecutor, SerialExecutor, Task
 
         options = GradeOptions(assignment=self.name, seed=SEED)
+        index = {item.key: k for k, item in enumerate(items)}
         tasks = [Task(student=i.key, path=str(i.path), options=options) for i in items]
         executor = LocalExecutor(self.workers) if self.workers > 1 else SerialExecutor()
-        reports: dict[str, Report] = {}
         try:
             for task, report in executor.map(tasks):
-                reports[task.student] = report
+                yield index[task.student], report
         except Exception as exc:  # noqa: BLE001 - a broken machine or spec: one row, exit 3
+            self._grading_failed = True
             self.row("grading", False, f"the grader could not grade this assignment: {one_line(exc)}", bug=True)
-            return None
-        return reports
 
     # ------------------------------------------------------------------ verdicts
 
@@ -354,9 +402,9 @@ class _Validator:
             detail += ("; " if missed else "; but also fails ") + _describe(report, extra)
         self.row(item.key, not missed and not extra, detail, kind="mutant")
         exercises = sorted({i.split(".", 1)[0] for i in mutant.fails})
-        self.matrix.append(MatrixRow(mutant=mutant.name, family="hand_written", summary=mutant.summary,
-                                     exercises=exercises, killed_by=sorted(failing), expected=sorted(mutant.fails),
-                                     survived=not failing))
+        self._add_matrix(MatrixRow(mutant=mutant.name, family="hand_written", summary=mutant.summary,
+                                   exercises=exercises, killed_by=sorted(failing), expected=sorted(mutant.fails),
+                                   survived=not failing))
         return failing & mutant.fails
 
     def _check_derived(self, loaded: Assignment, item: _Item, mutant: DerivedMutant, report: Report) -> set[str]:
@@ -374,11 +422,11 @@ class _Validator:
             self.row(item.key, not failing, f"{mutant.summary}: " + (
                 f"loses points on an honest variant: {_describe(report, failing)}" if failing
                 else f"{report.score:g}/{report.max_score:g}"), kind="honest")
-            self.matrix.append(self._matrix_row(loaded, mutant, failing, None))
+            self._add_matrix(self._matrix_row(loaded, mutant, failing, None))
             return set()
         killed = _not_passed(report, mutant.exercises)
         reason = _equivalences(loaded).get(mutant.name)
-        self.matrix.append(self._matrix_row(loaded, mutant, killed, reason))
+        self._add_matrix(self._matrix_row(loaded, mutant, killed, reason))
         if reason is not None:
             ok = not killed
             detail = (f"declared equivalent: {reason}" if ok else
@@ -438,12 +486,17 @@ def planned_items(assignment_name: str, families: set[str] | None = None) -> lis
         return list(dict.fromkeys(keys))
 
 
-def validate_all(names: list[str] | None = None, *, workers: int = 2,
-                 families: set[str] | None = None) -> Validation:
-    """Validate the named assignments (all when None); every grading runs in a fresh kernel."""
+def validate_all(names: list[str] | None = None, *, workers: int = 2, families: set[str] | None = None,
+                 on_row: RowListener | None = None, on_status: StatusListener | None = None) -> Validation:
+    """Validate the named assignments (all when None); every grading runs in a fresh kernel.
+
+    `on_row` gets each row as soon as it is judged, in the order the gradings finish (the result
+    keeps the items' order); `on_status` gets each step of the progress. What they raise stops
+    the validation (its workers too) and propagates: a closed stdout ends the run."""
     names = names or assignments.available()
     with tempfile.TemporaryDirectory(prefix="grade-validate-") as tmp:
-        return Validation(assignments=[_Validator(n, Path(tmp), workers, families).run() for n in names])
+        return Validation(assignments=[_Validator(n, Path(tmp), workers, families, on_row, on_status).run()
+                                       for n in names])
 
 
 def validate(names: list[str] | None = None, *, workers: int = 2, families: set[str] | None = None) -> list[Row]:

@@ -7,17 +7,23 @@ exercises kills; an honest variant that any check kills is a check too strict.
 
 Every string that a mutant's grading produced (check messages, which quote answers) is made
 inert before it reaches a terminal, an XML attribute or an HTML page.
+
+On a terminal, `Live` prints each row the moment it is judged (a validation takes minutes) with
+a status line on stderr redrawn in place; the kill matrices follow at the end (`matrices`).
 """
 
 from __future__ import annotations
 
 import html
+import shutil
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+from typing import TextIO
 
-from grader.inert import MESSAGE_LIMIT, name, text
-from grader.validate import AssignmentValidation, MatrixRow, Row, Validation
+from grader.inert import MESSAGE_LIMIT, name, terminal, text
+from grader.validate import AssignmentValidation, MatrixRow, Row, Status, Validation
 
 _KILLED, _PASSED, _ELSEWHERE = "x", ".", " "
 
@@ -121,10 +127,67 @@ def write(path: Path, content: str) -> None:
     path.write_text(content, encoding="utf-8")
 
 
+def matrices(validation: Validation) -> str:
+    """Every assignment's kill matrix, one block each."""
+    return "\n\n".join(m for m in (matrix_table(a) for a in validation.assignments) if m)
+
+
 def console(validation: Validation) -> str:
+    """The whole result at once: the table of rows, then the kill matrices."""
     from grader.validate import table
 
-    blocks = [table(validation.rows)]
-    blocks += [m for m in (matrix_table(a) for a in validation.assignments) if m]
-    return "\n\n".join(blocks)
+    return "\n\n".join(b for b in (table(validation.rows), matrices(validation)) if b)
+
+
+def row_line(row: Row) -> str:
+    """One row as soon as it is known: the verdict first, since the columns cannot be aligned
+    before every row is in."""
+    return (f"{'ok' if row.ok else 'FAILED':<6}  {name(row.assignment)}  {name(row.item)}"
+            + (f"  ({terminal(row.detail, MESSAGE_LIMIT)})" if row.detail else ""))
+
+
+def status_line(status: Status) -> str:
+    if status.total is None:
+        return f"validate {name(status.assignment)}: planning (deriving mutants)"
+    return f"validate {name(status.assignment)}: {status.done}/{status.total} items, {status.running} running"
+
+
+class Live:
+    """Rows on `out` as they come, each flushed at once (so `| head` and CI logs see them); on a
+    terminal, the status line on `err`, rewritten in place and cleared before each row so the two
+    never share a line. Off a terminal, no status and no carriage returns."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None):
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
+        self.enabled = self.err.isatty()
+        self._status = ""
+        self._drawn = 0
+
+    def row(self, row: Row) -> None:
+        self._clear()
+        self.out.write(row_line(row) + "\n")
+        self.out.flush()
+        self._draw()
+
+    def status(self, status: Status) -> None:
+        self._status = status_line(status)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.enabled and self._status:
+            shown = self._status[:max(shutil.get_terminal_size().columns - 1, 20)]  # a wrapped line is not redrawn
+            self.err.write("\r" + shown.ljust(self._drawn))
+            self.err.flush()
+            self._drawn = len(shown)
+
+    def _clear(self) -> None:
+        if self.enabled and self._drawn:
+            self.err.write("\r" + " " * self._drawn + "\r")
+            self.err.flush()
+            self._drawn = 0
+
+    def close(self) -> None:
+        self._clear()
+        self._status = ""
 

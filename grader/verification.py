@@ -37,8 +37,11 @@ def _outcome(result: VerifierResult | None, start: int, count: int) -> RunOutcom
         return RunOutcome(status="crashed", detail="the verifier gave no result")
     facts = None
     if result.facts is not None:
+        printed = result.facts.fingerprint
         facts = ModuleFacts(ops=list(result.facts.ops), custom_calls=list(result.facts.custom_calls),
-                            inputs=len(result.facts.in_avals), op_count=result.facts.op_count)
+                            inputs=len(result.facts.in_avals), op_count=result.facts.op_count,
+                            digest=printed.digest if printed else None,
+                            shingles=list(printed.shingles) if printed else [])
     if result.status != "ok":
         return RunOutcome(status=result.status, detail=result.detail, facts=facts)
     values = result.values or []

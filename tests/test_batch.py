@@ -85,7 +85,8 @@ def test_batch_outputs_agree_with_the_reports(tmp_path: Path, request) -> None:
     make_class(tmp_path / "subs")
     out = tmp_path / "out"
     result = grade_many([tmp_path / "subs"], out, OPTIONS, formats={"gradescope"})
-    assert (result.graded, result.resumed, result.errors) == (5, 0, 1)
+    assert (result.found, result.graded, result.resumed, result.errors) == (5, 4, 0, 1)
+    assert list(result.not_graded.values()) == [["carol"]] and result.died == ["erin"]
     assert result.skipped == {str(tmp_path / "subs" / "readme.txt"): "not a .ipynb notebook or .py module"}
     reports = {p.stem: Report.model_validate_json(p.read_text()) for p in out.glob("*.json")}
     assert sorted(reports) == ["alice", "bob", "carol", "dave", "erin"]
@@ -156,6 +157,20 @@ def test_rerun_resumes_and_force_regrades(tmp_path: Path) -> None:
     assert (forced.graded, forced.resumed) == (2, 0)
 
 
+def recorded(out: Path, student: str) -> bool:
+    """Whether the batch's staged gradebook holds the student's report already."""
+    staged = out / ".staging" / "gradebook.sqlite"
+    if not staged.exists():
+        return False
+    db = sqlite3.connect(f"file:{staged}?mode=ro", uri=True, timeout=5)
+    try:
+        return db.execute("SELECT count(*) FROM submissions WHERE student = ?", (student,)).fetchone() == (1,)
+    except sqlite3.DatabaseError:  # still being created
+        return False
+    finally:
+        db.close()
+
+
 @pytest.mark.kernel
 def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
@@ -168,9 +183,10 @@ def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path: Pa
            "--timeout", "60"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not (out / "a_first.json").exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)  # polling for a condition (the first report), bounded
-    assert (out / "a_first.json").exists(), proc.communicate()
+    while not recorded(out, "a_first") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling for a condition (the first report recorded, not yet committed), bounded
+    assert recorded(out, "a_first"), proc.communicate()
+    assert not (out / "a_first.json").exists()  # outputs appear together, at the commit
     proc.send_signal(signal.SIGINT)  # while b_hangs runs
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "rerun" in err and "Traceback" not in err

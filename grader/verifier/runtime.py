@@ -20,7 +20,9 @@ A module is refused (never run) when it calls custom-call targets outside ALLOWE
 effects, symbolic shapes, more than MAX_INPUTS inputs or MAX_OUTPUTS outputs, or a `main` whose
 signature does not match the inputs and outputs it declares. Its facts (ops, custom calls) are
 read by walking the parsed module's operations, never from its text, whose locations and string
-attributes are the student's to choose.
+attributes are the student's to choose. The one use of its text is `fingerprint` (fingerprint.py:
+the normalised program's digest and op n-gram hashes, for the instructor's search for copied
+work; null when it cannot be made), which decides nothing.
 
 A bad job (garbage bytes, inputs of the wrong shape, an exception in XLA) is that job's "error";
 the process lives on until EOF or until the sandbox's limits (or the grader) end it.
@@ -29,6 +31,7 @@ the process lives on until EOF or until the sandbox's limits (or the grader) end
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import os
@@ -186,6 +189,7 @@ def inspect_module(exported: Any) -> dict:
             module = ir.Module.parse(module)
         names, targets, problems, facts["op_count"] = _walk(module)
         inputs, results = _signature(module)
+        facts["fingerprint"] = _fingerprint(module)
     if len(names) > MAX_OPS or len(targets) > MAX_OPS:
         raise Refused(f"the module uses more than {MAX_OPS} kinds of operations", facts)
     facts["ops"] = sorted({n.split(".", 1)[1] if n.startswith(_BARE) else n for n in names}
@@ -207,6 +211,29 @@ def inspect_module(exported: Any) -> dict:
     if inputs != declared_in or results != declared_out:
         raise Refused("the module's `main` does not take and return the arrays it declares", facts)
     return facts
+
+
+def _fingerprint(module: Any) -> dict | None:
+    """The normalised program's digest and op n-gram hashes (fingerprint.py, next to this file),
+    for the instructor's search for copied work. It never decides a job: None when it fails."""
+    try:
+        text = module.operation.get_asm(enable_debug_info=False)  # no locations: they are the student's
+        return _fingerprinter().fingerprint(text)
+    except Exception:  # noqa: BLE001 - a module the normaliser cannot read keeps its facts and values
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _fingerprinter() -> Any:
+    """fingerprint.py, loaded by path as this file is (no `grader` package in the verifier)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fingerprint.py")
+    spec = importlib.util.spec_from_file_location("_verifier_fingerprint", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def check_module(facts: dict, names: set[str], targets: set[str], problems: list[str]) -> None:

@@ -1,0 +1,111 @@
+"""The term's subcommands on a batch's folder: `grade adjust` and `grade export`.
+
+Both change OUT only through `term.outputs.update`, one commit that rebuilds every output from
+the gradebook, so the student's report, feedback page, summary.csv, index.html and the exports
+always agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.errors import UsageError
+from grader.inert import PATH_LIMIT, terminal
+
+
+def _book(out_dir: Path) -> Path:
+    book = out_dir / "gradebook.sqlite"
+    if not book.is_file():
+        raise UsageError(f"{book} does not exist: pass the -o folder of an earlier batch")
+    return book
+
+
+def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
+    p = parser(prog="grade adjust", description="Change a student's grade by hand, with a reason: kept across "
+               "regrades, shown in the student's report and feedback page, the gradebook and every export.")
+    p.add_argument("outdir", type=Path, metavar="OUTDIR", help="the -o folder of a batch")
+    p.add_argument("student", metavar="STUDENT", help="the student id, as in the gradebook")
+    p.add_argument("--points", type=float, required=True, help="points added (negative to take off)")
+    p.add_argument("--reason", required=True, help="why, in a sentence the student will read")
+    p.add_argument("--by", default=None, help="who (default: the user running it)")
+    args = p.parse_args(argv)
+    from grader.gradebook import Gradebook
+    from grader.report import Adjustment
+    from grader.term.outputs import update
+
+    if not math.isfinite(args.points) or args.points == 0:
+        raise UsageError("--points must be a non-zero number")
+    if not args.reason.strip():
+        raise UsageError("--reason must say why")
+    with Gradebook(_book(args.outdir)) as book:
+        students = book.students()
+    if args.student not in students:
+        import difflib
+
+        close = difflib.get_close_matches(args.student, students, n=1)
+        raise UsageError(f"no student {args.student!r} in {args.outdir}"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    adjustment = Adjustment(points=args.points, reason=args.reason.strip()[:500],
+                            by=(args.by or os.environ.get("GRADER_USER") or getpass.getuser())[:100],
+                            at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    _record_and_update(args.outdir, args.student, adjustment)
+    return 0
+
+
+def _record_and_update(out_dir: Path, student: str, adjustment) -> None:
+    """The adjustment and the rebuilt outputs in one commit."""
+    from grader.gradebook import Gradebook
+    from grader.term.outputs import rebuild
+    from grader.term.staging import Staging
+
+    stage = Staging(out_dir)
+    try:
+        with Gradebook(stage.gradebook()) as book:
+            book.adjust(student, adjustment)
+            rebuilt = rebuild(stage, book, book.export_settings(), {student})
+    except BaseException:
+        stage.abort()
+        raise
+    stage.commit()
+    report = rebuilt.reports[student]
+    print(f"{terminal(student, 60)}: {report.final:g} / {report.max_score:g} "
+          f"(graded {report.score:g}, adjusted {adjustment.points:+g})")
+
+
+def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
+    p = parser(prog="grade export", description="Rebuild a batch's outputs from its gradebook, without grading, "
+               "and add exports: they are kept up to date by every later regrade and adjustment.")
+    p.add_argument("outdir", type=Path, help="the -o folder of an earlier batch")
+    p.add_argument("--gradescope", action="store_true", help="gradescope/<student>/results.json")
+    p.add_argument("--canvas", type=Path, metavar="ROSTER.csv",
+                   help="fill this batch's column of a Canvas gradebook export (writes OUTDIR/canvas.csv)")
+    p.add_argument("--canvas-column", metavar="COLUMN", help="the Canvas column to fill (default: found by id)")
+    p.add_argument("--moodle", action="store_true", help="a Moodle grade-import CSV (OUTDIR/moodle.csv)")
+    p.add_argument("--csv", action="store_true", help="summary.csv (always rebuilt; kept for older scripts)")
+    p.add_argument("--html", action="store_true", help="index.html (always rebuilt; kept for older scripts)")
+    args = p.parse_args(argv)
+    _book(args.outdir)
+    if args.canvas is not None and not args.canvas.is_file():
+        raise UsageError(f"{args.canvas} does not exist: pass the CSV that Canvas's Grades > Export wrote")
+    from grader.gradebook import ExportSettings
+    from grader.term.outputs import CANVAS_FILE, MOODLE_FILE, update
+
+    wanted = ExportSettings(gradescope=args.gradescope,
+                            canvas_roster=str(args.canvas.resolve()) if args.canvas else None,
+                            canvas_column=args.canvas_column, moodle=args.moodle)
+    rebuilt = update(args.outdir, wanted)
+    if rebuilt.warnings:
+        raise UsageError(rebuilt.warnings[0])
+    if rebuilt.canvas is not None:
+        for line in rebuilt.canvas.describe():
+            print(line.replace(str(args.outdir / ".staging"), str(args.outdir)))
+    shown = ["summary.csv", "index.html"] + (["gradescope/"] if args.gradescope else []) \
+        + ([CANVAS_FILE] if args.canvas else []) + ([MOODLE_FILE] if args.moodle else [])
+    for name in shown:
+        print(terminal(args.outdir / name, PATH_LIMIT))
+    return 0

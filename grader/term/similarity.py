@@ -1,0 +1,189 @@
+"""Copied work, found on the compiled program: groups of students whose exported programs for
+an exercise are identical or nearly so. A lead for the instructor to read, never a verdict.
+
+Each report carries, for the instructor only, one `ProgramFingerprint` per exported function
+(grader/verifier/fingerprint.py made it in the verifier: locations, names and the constants'
+order stripped, so renaming, reformatting and re-commenting leave it as it was). Per exercise:
+
+- a student's program is all the exercise's functions together; students with no fingerprint
+  for the exercise (not answered, not traceable, not graded) are left out;
+- functions that carry no evidence are left out first: one whose program is exactly the
+  instructor's (`reference`: students who wrote the reference solution's program did not copy
+  each other), and one whose exact program a large share of the class wrote (`common_share`:
+  what the exercise dictates, e.g. the chapter's own two-line `step`, which every honest
+  student writes the same);
+- what is left must be big enough to tell people apart (`min_size` distinct op 4-grams): every
+  correct answer to a one-line exercise is the same program;
+- two students are alike by their normalised programs: identical digests give 1.0, otherwise
+  the Jaccard similarity of their op 4-gram sets, function by function, pooled (a function
+  only one of them has counts as all different);
+- groups are single-linkage clusters at `threshold`: a copy of a copy joins the group even when
+  it is further from the first than the threshold, which the group's `similarity` (the lowest
+  between two members) then shows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import combinations
+
+from grader.report import ProgramFingerprint, Report
+from grader.term.models import SimilarGroup
+from grader.verifier.fingerprint import MAX_SHINGLES
+
+DEFAULT_THRESHOLD = 0.7
+"""Measured on ch2-jit (tests/test_similarity.py holds the programs): renamed and reformatted
+copies are identical (1.0); the reference with one op tweaked or one step added keeps 0.83-0.93;
+independently written correct answers share 0.02-0.31 (Newton loops are alike by nature). The
+course's programs are small (20-50 distinct 4-grams), so one changed op costs about 0.25: 0.7
+catches a copy with one edit and leaves twice the widest gap seen between independent work.
+A copy wrapped in extra code (the reference called from a new function) falls to 0.5-0.6 and
+is missed: lower the threshold to look for those."""
+MIN_SIZE = 20
+"""Distinct op 4-grams an exercise's program needs to be compared: the chapter's `step` (given
+in the exercise's text) has 17; the shortest sensible Newton loop has over 20."""
+COMMON_SHARE = 0.25
+COMMON_MIN = 4
+"""A function's exact program written by more than COMMON_SHARE of the students who exported
+it, and by at least COMMON_MIN of them, is the exercise's natural answer, not evidence."""
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS similar_programs (
+    exercise TEXT NOT NULL, group_id INTEGER NOT NULL, student TEXT NOT NULL,
+    similarity REAL NOT NULL, threshold REAL NOT NULL, identical INTEGER NOT NULL,
+    PRIMARY KEY (group_id, student)
+)"""
+
+
+@dataclass(frozen=True)
+class _Program:
+    """One student's program for one exercise: function -> (digest, shingles), and one digest
+    of them all (identical programs: every function's digest the same)."""
+
+    functions: dict[str, tuple[str, frozenset[int]]]
+    digest: str
+    size: int
+
+    @classmethod
+    def of(cls, functions: dict[str, tuple[str, frozenset[int]]]) -> _Program:
+        text = "\n".join(f"{name} {digest}" for name, (digest, _) in sorted(functions.items()))
+        return cls(functions, hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                   sum(len(shingles) for _, shingles in functions.values()))
+
+
+def _overlap(a: frozenset[int], b: frozenset[int]) -> tuple[int, int]:
+    """(shared, compared) 4-grams of two sketches: exact when neither is full, else the bottom-k
+    estimate (the k smallest of the union, and how many of them both hold)."""
+    if len(a) < MAX_SHINGLES and len(b) < MAX_SHINGLES:
+        return len(a & b), len(a | b)
+    sample = sorted(a | b)[:MAX_SHINGLES]
+    return sum(1 for s in sample if s in a and s in b), len(sample)
+
+
+def _similarity(a: _Program, b: _Program) -> float:
+    """1.0 for identical programs, else the pooled Jaccard similarity of their functions' 4-grams."""
+    if a.digest == b.digest:
+        return 1.0
+    shared = compared = 0
+    for name in set(a.functions) | set(b.functions):
+        left = a.functions.get(name, ("", frozenset()))[1]
+        right = b.functions.get(name, ("", frozenset()))[1]
+        s, c = _overlap(left, right)
+        shared, compared = shared + s, compared + c
+    return shared / compared if compared else 0.0
+
+
+def _by_exercise(reports: dict[str, Report]) -> dict[str, dict[str, list[ProgramFingerprint]]]:
+    """exercise -> student -> that student's fingerprints, exercises in order of first appearance."""
+    out: dict[str, dict[str, list[ProgramFingerprint]]] = {}
+    for student in sorted(reports):
+        for fingerprint in reports[student].programs:
+            out.setdefault(fingerprint.exercise, {}).setdefault(student, []).append(fingerprint)
+    return out
+
+
+def _uninformative(prints: dict[str, list[ProgramFingerprint]], reference: Iterable[ProgramFingerprint],
+                   common_share: float | None) -> set[tuple[str, str]]:
+    """The (function, digest) pairs that are no evidence: the reference's, and the common ones."""
+    dropped = {(p.function, p.digest) for p in reference}
+    if common_share is not None:
+        writers = Counter((p.function, p.digest) for fps in prints.values() for p in fps)
+        exporters = Counter(p.function for fps in prints.values() for p in fps)
+        dropped |= {key for key, n in writers.items()
+                    if n >= COMMON_MIN and n > common_share * exporters[key[0]]}
+    return dropped
+
+
+def _programs(prints: dict[str, list[ProgramFingerprint]], dropped: set[tuple[str, str]],
+              min_size: int) -> dict[str, _Program]:
+    programs = {}
+    for student, fps in prints.items():
+        functions = {p.function: (p.digest, frozenset(p.shingles)) for p in fps
+                     if (p.function, p.digest) not in dropped}
+        program = _Program.of(functions)
+        if functions and program.size >= min_size:
+            programs[student] = program
+    return programs
+
+
+def _clusters(students: list[str], linked: list[tuple[str, str]]) -> list[list[str]]:
+    """Connected components (single linkage) with two members or more, each sorted."""
+    parent = {s: s for s in students}
+
+    def root(s: str) -> str:
+        while parent[s] != s:
+            parent[s] = parent[parent[s]]
+            s = parent[s]
+        return s
+
+    for a, b in linked:
+        parent[root(a)] = root(b)
+    groups: dict[str, list[str]] = {}
+    for s in students:
+        groups.setdefault(root(s), []).append(s)
+    return [sorted(g) for g in groups.values() if len(g) > 1]
+
+
+def _groups_of(exercise: str, programs: dict[str, _Program], threshold: float) -> list[SimilarGroup]:
+    students = sorted(programs)
+    pairs = {(a, b): _similarity(programs[a], programs[b]) for a, b in combinations(students, 2)}
+    linked = [pair for pair, value in pairs.items() if value >= threshold]
+    groups = []
+    for members in _clusters(students, linked):
+        lowest = min(pairs[pair] for pair in combinations(members, 2))
+        groups.append(SimilarGroup(exercise=exercise, students=members, similarity=round(lowest, 4),
+                                   threshold=threshold,
+                                   identical=len({programs[s].digest for s in members}) == 1))
+    return sorted(groups, key=lambda g: (-g.similarity, -len(g.students), g.students))
+
+
+def similar_groups(reports: dict[str, Report], threshold: float = DEFAULT_THRESHOLD, *,
+                   reference: list[ProgramFingerprint] | None = None, min_size: int = MIN_SIZE,
+                   common_share: float | None = COMMON_SHARE) -> list[SimilarGroup]:
+    """Groups of students (the keys of `reports`) whose programs for an exercise are alike, per
+    exercise in the reports' order, the most alike first. `reference`: the instructor's own
+    fingerprints (a graded reference solution's `programs`), whose exact programs are no
+    evidence; `common_share=None` keeps programs however many students wrote them."""
+    if not 0 <= threshold <= 1:
+        raise ValueError(f"a similarity threshold is between 0 and 1, not {threshold!r}")
+    groups: list[SimilarGroup] = []
+    for exercise, prints in _by_exercise(reports).items():
+        mine = [p for p in reference or [] if p.exercise == exercise]
+        programs = _programs(prints, _uninformative(prints, mine, common_share), min_size)
+        groups += _groups_of(exercise, programs, threshold)
+    return groups
+
+
+def record_groups(db: sqlite3.Connection, groups: list[SimilarGroup]) -> None:
+    """Keep the groups in the gradebook's `similar_programs` table (its own; replaced each
+    time, in one transaction): one row per member, group ids counting from 1 in `groups`' order."""
+    rows = [(g.exercise, group_id, student, g.similarity, g.threshold, int(g.identical))
+            for group_id, g in enumerate(groups, 1) for student in g.students]
+    with db:
+        db.execute(SCHEMA)
+        db.execute("DELETE FROM similar_programs")
+        db.executemany("INSERT INTO similar_programs (exercise, group_id, student, similarity, threshold, "
+                       "identical) VALUES (?, ?, ?, ?, ?, ?)", rows)

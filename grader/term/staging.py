@@ -1,0 +1,106 @@
+"""Update a batch's folder all at once: every output is written to `OUT/.staging/` first, and a
+commit moves them into place, so a crash midway leaves the old consistent state.
+
+A batch's outputs are many files (the gradebook, each student's report and feedback page,
+summary.csv, index.html, the exports) that must agree. No file system renames many files in one
+step, so the commit is a write-ahead log of one line per file:
+
+1. everything is written under `OUT/.staging/` (the gradebook as a copy, via SQLite's backup);
+2. the list of staged files is written to `OUT/.staging/COMMIT`, atomically (tmp, fsync,
+   rename): this is the commit point;
+3. each staged file is renamed over its counterpart in OUT (each rename is atomic), then the
+   staging folder is removed.
+
+A crash before step 2 leaves OUT untouched (the next run discards `.staging`); a crash during
+step 3 is finished by the next run (`recover`), which is what every command that writes OUT
+calls first. Readers of OUT never see a half-written file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+STAGING = ".staging"
+MANIFEST = "COMMIT"
+GRADEBOOK = "gradebook.sqlite"
+
+
+def recover(out_dir: Path) -> bool:
+    """Finish a commit a crash interrupted, or discard an uncommitted staging folder.
+    Returns whether a commit was finished."""
+    root = out_dir / STAGING
+    if (root / MANIFEST).is_file():
+        _apply(out_dir)
+        return True
+    if root.exists():
+        shutil.rmtree(root, ignore_errors=True)
+    return False
+
+
+def _apply(out_dir: Path) -> None:
+    root = out_dir / STAGING
+    for line in (root / MANIFEST).read_text(encoding="utf-8").splitlines():
+        source, target = root / line, out_dir / line
+        if source.is_file():  # moved already by the commit a crash interrupted
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source.replace(target)
+    (root / MANIFEST).unlink()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class Staging:
+    """One update of OUT: `path(rel)` to write, `commit()` to publish, or drop it (`abort`)."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        recover(out_dir)
+        self.root = out_dir / STAGING
+        self.root.mkdir()
+
+    def path(self, relative: str | Path) -> Path:
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def write_if_changed(self, relative: str, content: bytes) -> bool:
+        """Stage `content` unless OUT already holds exactly it (an unchanged page stays put)."""
+        current = self.out_dir / relative
+        try:
+            if current.is_file() and current.read_bytes() == content:
+                return False
+        except OSError:
+            pass
+        self.path(relative).write_bytes(content)
+        return True
+
+    def gradebook(self) -> Path:
+        """A copy of OUT's gradebook to record into (a fresh one when there is none yet)."""
+        staged = self.path(GRADEBOOK)
+        current = self.out_dir / GRADEBOOK
+        if current.is_file():
+            source, copy = sqlite3.connect(current), sqlite3.connect(staged)
+            try:
+                source.backup(copy)
+            finally:
+                source.close()
+                copy.close()
+        return staged
+
+    def commit(self) -> None:
+        """Publish every staged file (the gradebook's connections must be closed by now)."""
+        files = sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
+                       if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp"))
+        manifest = self.root / (MANIFEST + ".tmp")
+        with manifest.open("w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in files))
+            f.flush()
+            os.fsync(f.fileno())
+        manifest.replace(self.root / MANIFEST)
+        _apply(self.out_dir)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

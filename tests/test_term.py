@@ -1,0 +1,335 @@
+"""An instructor's term: the resume key, regrades that agree, atomic commits, a batch that ends
+with the truth, adjustments and the late policy."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from grader.batch import Task, error_report
+from grader.gradebook import Gradebook, Stored
+from grader.options import GradeOptions
+from grader.report import Adjustment, Report
+from grader.term.final import finalize
+from grader.term.late import LatePolicy, load_policy, load_times
+from grader.term.staging import MANIFEST, STAGING, Staging, recover
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = (ROOT / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
+OPTIONS = GradeOptions(assignment="ch2-jit", seed=3, cell_timeout=5)
+GRADE = [sys.executable, "-m", "grader"]
+
+
+def graded(student: str, score: float, path: str = "x.py") -> Report:
+    report = error_report(Task(student=student, path=path, options=OPTIONS), "placeholder")
+    return report.model_copy(update={"status": "graded", "error": None, "score": score})
+
+
+# ----------------------------------------------------------------------------- late policy
+
+
+def policy(**kw) -> LatePolicy:
+    return LatePolicy.model_validate({"due": "2026-12-08T23:59:00+00:00", "percent_per_day": 10,
+                                      "cap_percent": 30, "grace_minutes": 15, **kw})
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def test_late_policy_grace_per_day_and_cap() -> None:
+    p = policy()
+    assert p.penalty(at("2026-12-09T00:10:00+00:00"), "file", 100) is None  # within the grace
+    one = p.penalty(at("2026-12-09T00:20:00+00:00"), "file", 100)
+    assert one is not None and (one.days_late, one.points) == (1, 10.0)  # a part day is a day
+    assert p.penalty(at("2026-12-11T01:00:00+00:00"), "file", 100).points == 30.0  # 3 days, at the cap
+    assert p.penalty(at("2026-12-20T00:00:00+00:00"), "file", 50).points == 15.0  # capped at 30% of 50
+    assert "10% of the points per day late" in one.rule and "at most 30%" in one.rule
+    # a due time without a zone is UTC, not the machine's zone
+    assert policy(due="2026-12-08T23:59:00").due.tzinfo is not None
+
+
+def test_late_policy_file_and_times_csv(tmp_path: Path) -> None:
+    (tmp_path / "late.toml").write_text('due = "2026-12-08T23:59:00Z"\npercent_per_day = 10\ntimes = "t.csv"\n')
+    (tmp_path / "t.csv").write_text("student,submitted_at\nalice,2026-12-10T10:00:00Z\n")
+    loaded = load_policy(tmp_path)
+    assert loaded is not None and load_times(tmp_path, loaded)["alice"].day == 10
+    (tmp_path / "late.toml").write_text('due = "soon"\npercent_per_day = 10\n')
+    from grader.errors import UsageError
+
+    with pytest.raises(UsageError, match="late.toml: due"):
+        load_policy(tmp_path)
+
+
+def test_final_score_keeps_the_raw_one_and_applies_penalty_then_adjustments() -> None:
+    report = graded("alice", 80.0)
+    bonus = Adjustment(points=5, reason="regrade request: the rounding was right", by="ta", at="2026-12-10T00:00:00Z")
+    times = {"alice": at("2026-12-10T00:30:00+00:00")}  # 2 days late: -20 (cap 30)
+    final = finalize(report, [bonus], policy(), times, recorded_at=None)
+    assert (final.score, final.late.points, final.final) == (80.0, 20.0, 65.0)
+    assert final.late.source == "times_csv"
+    # the file's time when the CSV does not name the student
+    assert finalize(report, [], policy(), {}, "2026-12-09T12:00:00+00:00").late.source == "file"
+    on_time = finalize(report, [], policy(), {}, "2026-12-01T00:00:00+00:00")
+    assert on_time.late is None and on_time.final_score is None and on_time.final == 80.0
+    # a penalty cannot make a score negative
+    assert finalize(graded("bob", 5.0), [], policy(), {"bob": at("2027-01-01T00:00:00+00:00")}, None).final == 0
+
+
+# ----------------------------------------------------------------------------- atomic commits
+
+
+def test_staged_files_appear_together_on_commit(tmp_path: Path) -> None:
+    (tmp_path / "summary.csv").write_text("old\n")
+    stage = Staging(tmp_path)
+    stage.path("summary.csv").write_text("new\n")
+    stage.path("feedback/alice.html").write_text("page\n")
+    assert (tmp_path / "summary.csv").read_text() == "old\n"  # nothing visible before the commit
+    stage.commit()
+    assert (tmp_path / "summary.csv").read_text() == "new\n" and (tmp_path / "feedback/alice.html").is_file()
+    assert not (tmp_path / STAGING).exists()
+
+
+def test_a_crash_before_the_commit_point_leaves_the_old_state(tmp_path: Path) -> None:
+    (tmp_path / "summary.csv").write_text("old\n")
+    stage = Staging(tmp_path)
+    stage.path("summary.csv").write_text("half")  # then the process dies: no COMMIT written
+    assert recover(tmp_path) is False
+    assert (tmp_path / "summary.csv").read_text() == "old\n" and not (tmp_path / STAGING).exists()
+
+
+def test_a_crash_after_the_commit_point_is_finished_by_the_next_run(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("old a")
+    (tmp_path / "b.json").write_text("old b")
+    root = tmp_path / STAGING
+    root.mkdir()
+    (root / "b.json").write_text("new b")  # a.json was moved already when the process died
+    (root / MANIFEST).write_text("a.json\nb.json\n")
+    (tmp_path / "a.json").write_text("new a")
+    assert recover(tmp_path) is True
+    assert [(tmp_path / n).read_text() for n in ("a.json", "b.json")] == ["new a", "new b"]
+    assert not root.exists()
+
+
+# ----------------------------------------------------------------------------- the resume key
+
+
+def test_the_resume_key_covers_digest_grader_and_jax(tmp_path: Path) -> None:
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        report = graded("alice", 100.0).model_copy(update={"submission": graded("a", 1).submission.model_copy(
+            update={"sha256": "abc"})})
+        book.record(report, assignment_digest="d1")
+        key = Stored(sha256="abc", assignment="ch2-jit", assignment_digest="d1",
+                     grader_version=report.environment.grader, jax_version=report.environment.jax)
+        assert book.is_current("alice", key)
+        for change in ({"assignment_digest": "d2"}, {"sha256": "other"}, {"grader_version": "9"},
+                       {"jax_version": "0.4.30"}):
+            assert not book.is_current("alice", key.model_copy(update=change)), change
+
+
+def test_an_older_gradebook_gains_the_columns_and_its_rows_are_regraded(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "g.sqlite")
+    db.executescript("CREATE TABLE submissions (student TEXT PRIMARY KEY, assignment TEXT NOT NULL, path TEXT NOT "
+                     "NULL, sha256 TEXT, grader_version TEXT NOT NULL, graded_at TEXT NOT NULL, status TEXT NOT "
+                     "NULL, error TEXT, score REAL NOT NULL, max_score REAL NOT NULL, seed INTEGER NOT NULL, "
+                     "duration_s REAL NOT NULL, report TEXT NOT NULL);"
+                     "INSERT INTO submissions VALUES ('alice','ch2-jit','a.py','abc','1','t','graded',NULL,1,1,1,1,'{}');")
+    db.commit()
+    db.close()
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        key = Stored(sha256="abc", assignment="ch2-jit", assignment_digest="d", grader_version="1", jax_version=None)
+        assert not book.is_current("alice", key)  # no digest recorded: regraded
+
+
+def test_the_digest_changes_with_any_file_a_verdict_depends_on(tmp_path: Path) -> None:
+    from grader.assignment_digest import assignment_digest
+
+    folder = tmp_path / "a"
+    shutil.copytree(ROOT / "assignments" / "ch2-jit", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    before = assignment_digest(folder)
+    (folder / "mutants" / "extra.py").write_text("# an instructor's test, not the assignment\n")
+    assert assignment_digest(folder) == before
+    spec = folder / "assignment.toml"
+    spec.write_text(spec.read_text().replace("rtol = 1e-5", "rtol = 1e-4", 1))
+    assert assignment_digest(folder) != before
+    spec.write_text(spec.read_text().replace("rtol = 1e-4", "rtol = 1e-5", 1))
+    assert assignment_digest(folder) == before
+    (folder / "data.npz").write_bytes(b"x")
+    assert assignment_digest(folder) != before
+
+
+# ----------------------------------------------------------------------------- adjustments (no kernel)
+
+
+def book_of(out: Path, reports: list[Report]) -> None:
+    from grader.term.outputs import update
+
+    out.mkdir(exist_ok=True)
+    with Gradebook(out / "gradebook.sqlite") as book:
+        for report in reports:
+            book.record(report)
+    update(out)
+
+
+def test_an_adjustment_reaches_every_output_with_who_when_and_why(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    book_of(out, [graded("alice", 80.0), graded("bob", 70.0)])
+    bob_before = (out / "bob.json").read_bytes()
+    done = subprocess.run([*GRADE, "adjust", str(out), "alice", "--points", "+2.5", "--reason",
+                           "the <b>tolerance</b> was too strict", "--by", "prof"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "82.5 / 100" in done.stdout
+    alice = Report.model_validate_json((out / "alice.json").read_text())
+    assert (alice.score, alice.final) == (80.0, 82.5)
+    assert alice.adjustments[0].by == "prof" and alice.adjustments[0].reason.startswith("the <b>")
+    rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").read_text().splitlines())}
+    assert (rows["alice"]["score"], rows["alice"]["adjustment"], rows["alice"]["final_score"]) == ("80", "2.5", "82.5")
+    page = (out / "feedback" / "alice.html").read_text()
+    assert "adjusted +2.5 by prof" in page and "&lt;b&gt;tolerance" in page and "<b>tolerance" not in page
+    with Gradebook(out / "gradebook.sqlite") as book:
+        assert book.adjustments()["alice"][0].points == 2.5
+        assert book.connection.execute("SELECT final_score FROM submissions WHERE student='alice'").fetchone() == (82.5,)
+    assert (out / "bob.json").read_bytes() == bob_before  # the others untouched
+    assert "82.5" in (out / "index.html").read_text()
+    # bad input: one sentence, exit 2
+    for argv, says in ((["nobody", "--points", "1", "--reason", "x"], "no student 'nobody'"),
+                       (["alice", "--points", "0", "--reason", "x"], "non-zero"),
+                       (["alice", "--points", "1", "--reason", " "], "say why")):
+        bad = subprocess.run([*GRADE, "adjust", str(out), *argv], capture_output=True, text=True)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_late_policy_beside_the_gradebook_applies_on_export(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    book_of(out, [graded("alice", 80.0), graded("bob", 70.0)])
+    (out / "late.toml").write_text('due = "2026-12-08T23:59:00Z"\npercent_per_day = 10\ntimes = "times.csv"\n')
+    (out / "times.csv").write_text("student,submitted_at\nalice,2026-12-09T10:00:00Z\nbob,2026-12-01T00:00:00Z\n")
+    done = subprocess.run([*GRADE, "export", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    alice = Report.model_validate_json((out / "alice.json").read_text())
+    bob = Report.model_validate_json((out / "bob.json").read_text())
+    assert (alice.late.days_late, alice.final) == (1, 70.0) and bob.late is None and bob.final == 70.0
+    rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").read_text().splitlines())}
+    assert (rows["alice"]["score"], rows["alice"]["late_penalty"], rows["alice"]["final_score"]) == ("80", "10", "70")
+    assert "day(s) late" in (out / "feedback" / "alice.html").read_text()
+
+
+# ----------------------------------------------------------------------------- whole batches (kernels)
+
+
+def make_class(folder: Path) -> None:
+    folder.mkdir()
+    for name in ("alice", "bob"):
+        (folder / f"{name}.py").write_text(REFERENCE, encoding="utf-8")
+    (folder / "carol.ipynb").write_text("{ not json", encoding="utf-8")
+    (folder / "dave").mkdir()
+    (folder / "dave" / "a.py").write_text("x = 1\n")
+    (folder / "dave" / "b.py").write_text("x = 2\n")
+
+
+def outputs_of(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and STAGING not in p.parts}
+
+
+@pytest.mark.kernel
+def test_a_batch_ends_with_the_truth_and_a_regrade_updates_everything_together(tmp_path: Path) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    make_class(subs)
+    cmd = [*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 4, done.stdout + done.stderr  # some could not be graded
+    assert "4 submission(s): 2 graded, 2 not graded, 0 unchanged" in done.stdout
+    assert "carol" in done.stdout and "dave" in done.stdout
+    assert "two submissions for one student (1): dave" in done.stdout
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert "4 submission(s): 0 graded, 2 not graded, 2 unchanged" in rerun.stdout
+
+    # the regrade of one student: her report, the gradebook, summary.csv, index.html, feedback agree
+    subprocess.run([*GRADE, "adjust", str(out), "bob", "--points", "-5", "--reason", "late by a day", "--by", "ta"],
+                   check=True, capture_output=True)
+    (subs / "alice.py").write_text(REFERENCE.replace("return x, k", "return x, k + 1", 1), encoding="utf-8")
+    before = outputs_of(out)
+    one = subprocess.run([*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox",
+                          "--only", "alice"], capture_output=True, text=True)
+    assert one.returncode == 0, one.stdout + one.stderr  # only alice was asked for
+    assert "1 submission(s): 1 graded, 0 not graded" in one.stdout
+    after = outputs_of(out)
+    alice = Report.model_validate_json(after["alice.json"])
+    assert alice.score < 100
+    assert after["bob.json"] == before["bob.json"] and after["feedback/bob.html"] == before["feedback/bob.html"]
+    rows = {r["student"]: r for r in csv.DictReader(after["summary.csv"].decode().splitlines())}
+    assert float(rows["alice"]["final_score"]) == alice.final and rows["bob"]["final_score"] == "95"
+    assert after["feedback/alice.html"] != before["feedback/alice.html"]
+    with Gradebook(out / "gradebook.sqlite") as book:
+        assert book.reports()["alice"].score == alice.score and book.adjustments()["bob"][0].points == -5
+    # one file graded into the batch's folder is a regrade of the student it was graded for
+    (subs / "alice.py").write_text(REFERENCE, encoding="utf-8")
+    single = subprocess.run([*GRADE, str(subs / "alice.py"), "-o", str(out), "-a", "ch2-jit", "--seed", "3",
+                             "--no-sandbox"], capture_output=True, text=True)
+    assert single.returncode == 0, single.stdout + single.stderr
+    assert "Total 100 / 100" in single.stdout
+    rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").read_text().splitlines())}
+    assert rows["alice"]["score"] == "100" and sorted(rows) == ["alice", "bob", "carol", "dave"]
+
+
+@pytest.mark.kernel
+def test_a_tampered_then_fixed_tolerance_regrades_the_assignment(tmp_path: Path) -> None:
+    folder = tmp_path / "ch2-jit"
+    shutil.copytree(ROOT / "assignments" / "ch2-jit", folder, ignore=shutil.ignore_patterns("__pycache__", "mutants"))
+    spec = folder / "assignment.toml"
+    good = spec.read_text()
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(REFERENCE, encoding="utf-8")
+    options = OPTIONS.model_copy(update={"assignment": str(folder), "sandbox": False})
+    from grader.grade_many import grade_many
+
+    assert grade_many([subs], out, options).graded == 1
+    assert grade_many([subs], out, options).resumed == 1
+    # tampered: the tax checks demand an exactness float32 cannot give
+    spec.write_text(good.replace("atol = 1e-2", "atol = 0.0").replace("rtol = 1e-5", "rtol = 1e-12"))
+    tampered = grade_many([subs], out, options)
+    assert (tampered.graded, tampered.resumed) == (1, 0)
+    assert Report.model_validate_json((out / "alice.json").read_text()).score < 100
+    spec.write_text(good)  # fixed: regraded again, full marks again
+    fixed = grade_many([subs], out, options)
+    assert (fixed.graded, fixed.resumed) == (1, 0)
+    assert Report.model_validate_json((out / "alice.json").read_text()).score == 100
+
+
+@pytest.mark.kernel
+def test_a_regrade_killed_midway_leaves_the_old_consistent_state(tmp_path: Path) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    for name in ("alice", "bob"):
+        (subs / f"{name}.py").write_text(REFERENCE, encoding="utf-8")
+    base = [*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox"]
+    subprocess.run(base, check=True, capture_output=True)
+    before = outputs_of(out)
+    (subs / "bob.py").write_text(REFERENCE + "\nimport time\ntime.sleep(600)\n", encoding="utf-8")
+    proc = subprocess.Popen([*base, "--only", "bob", "--timeout", "300"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (out / STAGING / "gradebook.sqlite").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling for a condition (the staged gradebook), bounded
+    assert (out / STAGING / "gradebook.sqlite").exists(), proc.communicate()
+    os.killpg(proc.pid, signal.SIGKILL)  # the grader and its kernel, midway
+    proc.communicate()
+    assert outputs_of(out) == before  # nothing of the regrade is visible
+    # the next run discards the staged half and grades again
+    (subs / "bob.py").write_text(REFERENCE, encoding="utf-8")
+    done = subprocess.run([*base, "--only", "bob"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (out / STAGING).exists()
+    assert Report.model_validate_json((out / "bob.json").read_text()).score == 100
