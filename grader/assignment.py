@@ -234,7 +234,7 @@ def _load(folder: Path, stamp: tuple[int, ...]) -> Assignment:
     try:
         references = _load_module(folder / "references.py", prefix + "_references")
         checks = _load_module(folder / "checks.py", prefix + "_checks")
-    except Exception as exc:  # instructor code that does not import is a broken spec
+    except (Exception, SystemExit) as exc:  # instructor code that does not import (a stray exit() too)
         raise SpecInvalid(spec.id, [f"its Python modules do not load: {type(exc).__name__}: {exc}"]) from None
     problems = _missing_functions(spec, references, checks)
     if problems:

@@ -210,6 +210,9 @@ def _batch(args: argparse.Namespace) -> int:
         raise UsageError("--json FILE takes one submission without -o; batch reports go to -o OUTDIR")
     if args.html:
         raise UsageError("--html PAGE takes one submission without -o; -o OUTDIR writes OUTDIR/feedback/<student>.html")
+    missing = [p for p in args.paths if not os.path.lexists(p)]
+    if missing:
+        raise UsageError(f"{missing[0]} does not exist: pass the folder of submissions (or the files) to grade")
     single = len(args.paths) == 1 and Path(args.paths[0]).is_file()
     sandboxed = _check_isolation(args, batch=not single)
     from grader.grade_many import grade_many, not_graded_lines
@@ -218,7 +221,7 @@ def _batch(args: argparse.Namespace) -> int:
     options = GradeOptions(assignment=args.assignment, seed=args.seed, cell_timeout=args.timeout,
                            sandbox=sandboxed, student=args.student)
     result = grade_many([Path(p) for p in args.paths], args.outdir, options, jobs=args.jobs,
-                        force=args.force, formats=set(args.format), scheduler=args.scheduler,
+                        force=args.force or single, formats=set(args.format), scheduler=args.scheduler,
                         fail_under=args.fail_under, only=args.only)
     if single:
         _print_single(args)

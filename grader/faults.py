@@ -88,5 +88,5 @@ def instructor_code(where: str) -> Iterator[None]:
         yield
     except GraderError:
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever instructor code raises is its own bug
-        raise AssignmentBug(where, one_line(exc)) from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever instructor code raises is its own bug
+        raise AssignmentBug(where, one_line(exc)) from exc  # a stray exit() must not end the grader with 0

@@ -43,7 +43,7 @@ from grader.options import GradeOptions
 from grader.progress import Progress
 from grader.report import Report, environment
 from grader.term.outputs import rebuild
-from grader.term.staging import Staging, recover
+from grader.term.staging import Staging, locked, recover
 from grader.submission import Peek, claim_text, display_path, peek
 
 
@@ -137,6 +137,16 @@ def _as_recorded(found: Discovery, paths: list[Path], out_dir: Path, student: st
     return found.model_copy(update={"submissions": [item.model_copy(update={"student": student})]})
 
 
+def _not_among_the_submissions(folder: Path, paths: list[Path]) -> None:
+    """The assignment is instructor code run in the grader's process: one found inside the
+    folders being graded (`./assignments` of a submissions folder) could be a student's."""
+    for path in paths:
+        given = Path(path).resolve()
+        if given.is_dir() and (folder == given or given in folder.parents):
+            raise UsageError(f"the assignment folder {folder} is inside {path}, which is being graded: run grade "
+                             "from the course's folder, or pass --assignments DIR")
+
+
 def reason_group(report: Report) -> str:
     """What an error report's reason is, without the student's own path or details: the key
     under which a batch's end groups the students not graded."""
@@ -196,6 +206,8 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
 
     chosen = decide_assignment(options.assignment, [p.assignment_hint for _, _, p in peeked], needed=bool(peeked))
     folder = assignments.resolve(chosen).resolve() if chosen else None
+    if folder is not None:
+        _not_among_the_submissions(folder, paths)
     batch_id = assignments.read_spec(folder).id if folder else None
     digest = assignment_digest(folder) if folder else None
     options = options.model_copy(update={"assignment": chosen})
@@ -209,6 +221,15 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
             candidates.append((student, path, item))
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    with locked(out_dir):  # the whole batch, checkpoints included: no other command interleaves
+        return _grade_into(out_dir, options, failed, candidates, found, batch_id, digest, jobs=jobs, force=force,
+                           formats=formats, scheduler=scheduler, fail_under=fail_under, settings=settings)
+
+
+def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, str, str]],
+                candidates: list[tuple[str, Path, Peek]], found: Discovery, batch_id: str | None,
+                digest: str | None, *, jobs: int, force: bool, formats: set[str], scheduler: str | None,
+                fail_under: float | None, settings: ExportSettings | None) -> BatchResult:
     recovered = recover(out_dir)
     env = environment()
     result = BatchResult(found=len(failed) + len(candidates), graded=0, resumed=0, errors=0, interrupted=False,

@@ -77,9 +77,10 @@ class ExportSettings(BaseModel):
     moodle: bool = False
 
     def merged(self, other: ExportSettings) -> ExportSettings:
+        column = self.canvas_column if other.canvas_column is None else (other.canvas_column or None)
         return ExportSettings(gradescope=self.gradescope or other.gradescope,
                               canvas_roster=other.canvas_roster or self.canvas_roster,
-                              canvas_column=other.canvas_column or self.canvas_column,
+                              canvas_column=column,  # "" given: found by id again
                               moodle=self.moodle or other.moodle)
 
 

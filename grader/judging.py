@@ -92,7 +92,7 @@ def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
     exception out of the grader."""
     try:
         return check.judge(seen)
-    except Exception as exc:  # noqa: BLE001 - the boundary between student data and check code
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the boundary between student data and check code
         return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
                             judge_error=f"{check.full_id} raised {one_line(exc)}")
 

@@ -320,7 +320,7 @@ class _Validator:
                                path=self._write(f"mutant-{m.name}", m.submission(text))))
         try:
             derived = derived_mutants(loaded, reference, self.families)
-        except Exception as exc:  # noqa: BLE001 - the reference or its generators are broken: exit 3
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the reference or its generators are broken: exit 3
             self.row("derived mutants", False, f"the reference could not be introspected: {one_line(exc)}",
                      bug=True, kind="derived")
             return items

@@ -300,3 +300,11 @@ def test_moodle_feedback_says_what_made_the_score() -> None:
             "days_late": 1, "points": 5.0, "rule": "5 points a day"}
     r = Report.model_validate({**report(86.5, final=81.5, failed=1).model_dump(), "late": late})
     assert moodle_feedback(r) == "ch2-jit: 81.5 / 100, 1 check failed, 5 points off for 1 day late"
+
+
+@pytest.mark.parametrize("points", ["0.00", "-50.00"])
+def test_a_column_with_no_points_possible_is_refused_not_overwritten(tmp_path: Path, points: str) -> None:
+    roster = variant(tmp_path, ",10.00,50.00,5.00,", f",10.00,{points},5.00,")
+    with pytest.raises(UsageError, match="points possible: set its points in Canvas first"):
+        fill_canvas(roster, {"alice@uni.edu": report(40.0)}, tmp_path / "c.csv")
+    assert not (tmp_path / "c.csv").exists()

@@ -475,12 +475,15 @@ def test_independent_solutions_are_not_grouped(graded) -> None:
 @pytest.mark.kernel
 def test_what_everyone_wrote_and_what_the_reference_is_are_no_evidence(graded) -> None:
     """Training's programs are the same for all four (the exercise dictates them): not grouped
-    unless asked (common_share=None). With the reference's fingerprints, the copies (of the
+    as copies unless asked (common_share=None), but listed apart, marked common (a ring of
+    copies would look the same). With the reference's fingerprints, the copies (of the
     reference) are no evidence either."""
-    assert groups_of(similar_groups(klass(graded)), "training") == []
+    training = groups_of(similar_groups(klass(graded)), "training")
+    assert training and all(g.common for g in training)
+    assert sorted({s for g in training for s in g.students}) == sorted(STUDENTS)
     [everyone] = groups_of(similar_groups(klass(graded), common_share=None), "training")
-    assert everyone.students == sorted(STUDENTS) and everyone.identical
-    assert similar_groups(klass(graded), reference=graded["reference"].programs) == []
+    assert everyone.students == sorted(STUDENTS) and everyone.identical and not everyone.common
+    assert [g for g in similar_groups(klass(graded), reference=graded["reference"].programs) if not g.common] == []
 
 
 @pytest.mark.kernel

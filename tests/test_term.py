@@ -333,3 +333,111 @@ def test_a_regrade_killed_midway_leaves_the_old_consistent_state(tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (out / STAGING).exists()
     assert Report.model_validate_json((out / "bob.json").read_text()).score == 100
+
+
+# ----------------------------------------------------------------------------- attacks that found something
+
+
+def test_a_second_command_on_a_folder_being_updated_refuses_and_touches_nothing(tmp_path: Path) -> None:
+    """It used to delete the running batch's staging folder (its regrade lost, a traceback)."""
+    from grader.term.staging import locked
+
+    out = tmp_path / "out"
+    book_of(out, [graded("alice", 80.0)])
+    with locked(out):
+        stage_marker = out / STAGING / "in-progress"
+        stage_marker.parent.mkdir()
+        stage_marker.write_text("the first command's work")
+        done = subprocess.run([*GRADE, "adjust", str(out), "alice", "--points", "1", "--reason", "x"],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and "another grade command is updating" in done.stderr
+        assert "Traceback" not in done.stderr and stage_marker.read_text() == "the first command's work"
+    shutil.rmtree(out / STAGING)
+    assert subprocess.run([*GRADE, "adjust", str(out), "alice", "--points", "1", "--reason", "x"],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("policy_text, says", [
+    ('due = 9999-12-31T23:59:59\npercent_per_day = 10\ngrace_minutes = 1440\n', "between 1971 and 9000"),
+    ('due = "2026-12-08T00:00:00Z"\npercent_per_day = 10\ngrace_minutes = inf\n', "grace_minutes"),
+    ('due = "2026-12-08T00:00:00Z"\npercent_per_day = 10\ngrace_minutes = 1e300\n', "grace_minutes"),
+])
+def test_a_late_policy_out_of_range_is_one_sentence(tmp_path: Path, policy_text: str, says: str) -> None:
+    out = tmp_path / "out"
+    book_of(out, [graded("alice", 80.0)])
+    (out / "late.toml").write_text(policy_text)
+    done = subprocess.run([*GRADE, "export", str(out)], capture_output=True, text=True)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_due_date_without_a_time_is_midnight_utc(tmp_path: Path) -> None:
+    (tmp_path / "late.toml").write_text("due = 2026-12-08\npercent_per_day = 10\n")
+    assert load_policy(tmp_path).due.isoformat() == "2026-12-08T00:00:00+00:00"
+
+
+def test_unreadable_submission_times_are_one_sentence(tmp_path: Path) -> None:
+    from grader.errors import UsageError
+
+    (tmp_path / "late.toml").write_text('due = "2026-12-08T00:00:00Z"\npercent_per_day = 10\ntimes = "t.csv"\n')
+    (tmp_path / "t.csv").write_bytes(b"student,submitted_at\n\xff\xfe,2026\n")
+    with pytest.raises(UsageError, match="not UTF-8"):
+        load_times(tmp_path, load_policy(tmp_path))
+    (tmp_path / "t.csv").write_text("student,submitted_at\n\"" + "x" * 200_000 + "\",2026\n")
+    with pytest.raises(UsageError, match="not a readable CSV"):
+        load_times(tmp_path, load_policy(tmp_path))
+
+
+def test_an_adjustment_larger_than_the_assignment_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    book_of(out, [graded("alice", 80.0)])
+    done = subprocess.run([*GRADE, "adjust", str(out), "alice", "--points", "1e308", "--reason", "x"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "more than the assignment's 100 points" in done.stderr
+
+
+def test_a_failed_export_setting_is_not_kept(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    book_of(out, [graded("alice", 80.0)])
+    roster = ROOT / "tests" / "fixtures" / "canvas" / "gradebook_export.csv"
+    bad = subprocess.run([*GRADE, "export", str(out), "--canvas", str(roster), "--canvas-column", "nope"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "not updated" in bad.stderr
+    again = subprocess.run([*GRADE, "export", str(out)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr  # the bad column was not kept
+    own = subprocess.run([*GRADE, "export", str(out), "--canvas", str(out / "canvas.csv")],
+                         capture_output=True, text=True)
+    (out / "canvas.csv").write_text("x")
+    own = subprocess.run([*GRADE, "export", str(out), "--canvas", str(out / "canvas.csv")],
+                         capture_output=True, text=True)
+    assert own.returncode == 2 and "is what this export writes" in own.stderr
+
+
+def test_a_mistyped_path_is_bad_usage_and_creates_nothing(tmp_path: Path) -> None:
+    done = subprocess.run([*GRADE, str(tmp_path / "subz"), "-o", str(tmp_path / "out"), "--no-sandbox"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "does not exist" in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_an_assignment_inside_the_submissions_being_graded_is_refused(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    (subs / "assignments").mkdir(parents=True)
+    shutil.copytree(ROOT / "assignments" / "ch2-jit", subs / "assignments" / "ch2-jit",
+                    ignore=shutil.ignore_patterns("__pycache__", "mutants"))
+    marker = tmp_path / "RAN"
+    (subs / "assignments" / "ch2-jit" / "checks.py").write_text(f"open({str(marker)!r}, 'w')\n")
+    (subs / "alice.py").write_text(REFERENCE, encoding="utf-8")
+    done = subprocess.run([*GRADE, ".", "-o", str(tmp_path / "out"), "--no-sandbox"], capture_output=True,
+                          text=True, cwd=subs, env={**os.environ, "GRADER_ASSIGNMENTS": ""})
+    assert done.returncode == 2 and "is inside" in done.stderr, done.stdout + done.stderr
+    assert not marker.exists()
+
+
+def test_a_stray_exit_in_an_assignment_s_code_is_not_a_silent_success(tmp_path: Path) -> None:
+    folder = tmp_path / "ch2-jit"
+    shutil.copytree(ROOT / "assignments" / "ch2-jit", folder, ignore=shutil.ignore_patterns("__pycache__", "mutants"))
+    with (folder / "checks.py").open("a") as f:
+        f.write("\nraise SystemExit(0)\n")
+    (tmp_path / "alice.py").write_text(REFERENCE, encoding="utf-8")
+    done = subprocess.run([*GRADE, str(tmp_path / "alice.py"), "-a", str(folder), "--no-sandbox"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "do not load: SystemExit" in done.stderr

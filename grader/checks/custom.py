@@ -66,7 +66,7 @@ class CustomCheckImpl:
             observed["calls"] = list(zip(self.cases, answers))
         try:
             verdict = self.function(observed, **self.spec.params)
-        except Exception as exc:  # noqa: BLE001 - on a student's odd answer: that check's error
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - on a student's odd answer: that check's error
             return _could_not_judge(self.spec, f"{self.spec.function} raised {one_line(exc)}")
         if not isinstance(verdict, Verdict):
             return _could_not_judge(self.spec, f"{self.spec.function} returned a {type(verdict).__name__}, "

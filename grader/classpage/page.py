@@ -235,6 +235,8 @@ def _similar(s: ClassSummary, links: Links) -> str:
     rows = []
     for g in s.groups:
         alike = "identical" if g.identical else f"{num(100 * g.similarity)}%"
+        if g.common:
+            alike += " (common: the exercise may dictate it)"
         names = ", ".join(links.name(st) for st in sorted(g.students))
         rows.append(f"<tr><td><code>{esc(g.exercise)}</code></td><td>{names}</td>"
                     f'<td class="n">{alike}</td><td class="n">≥ {num(100 * g.threshold)}%</td></tr>')

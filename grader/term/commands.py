@@ -11,11 +11,13 @@ import argparse
 import getpass
 import math
 import os
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.errors import UsageError
 from grader.inert import PATH_LIMIT, terminal
+from grader.report import Adjustment
 
 
 def _book(out_dir: Path) -> Path:
@@ -35,8 +37,6 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
     p.add_argument("--by", default=None, help="who (default: the user running it)")
     args = p.parse_args(argv)
     from grader.gradebook import Gradebook
-    from grader.report import Adjustment
-    from grader.term.outputs import update
 
     if not math.isfinite(args.points) or args.points == 0:
         raise UsageError("--points must be a non-zero number")
@@ -44,6 +44,10 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
         raise UsageError("--reason must say why")
     with Gradebook(_book(args.outdir)) as book:
         students = book.students()
+        reports = book.reports() if args.student in students else {}
+    if args.student in reports and abs(args.points) > reports[args.student].max_score:
+        raise UsageError(f"--points {args.points:g} is more than the assignment's {reports[args.student].max_score:g} "
+                         "points: an adjustment changes a grade, it does not replace the assignment")
     if args.student not in students:
         import difflib
 
@@ -53,12 +57,11 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
     adjustment = Adjustment(points=args.points, reason=args.reason.strip()[:500],
                             by=(args.by or os.environ.get("GRADER_USER") or getpass.getuser())[:100],
                             at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    _record_and_update(args.outdir, args.student, adjustment)
-    return 0
+    return _record_and_update(args.outdir, args.student, adjustment)
 
 
-def _record_and_update(out_dir: Path, student: str, adjustment) -> None:
-    """The adjustment and the rebuilt outputs in one commit."""
+def _record_and_update(out_dir: Path, student: str, adjustment: Adjustment) -> int:
+    """The adjustment and the rebuilt outputs in one commit; 2 when an export could not follow."""
     from grader.gradebook import Gradebook
     from grader.term.outputs import rebuild
     from grader.term.staging import Staging
@@ -75,6 +78,9 @@ def _record_and_update(out_dir: Path, student: str, adjustment) -> None:
     report = rebuilt.reports[student]
     print(f"{terminal(student, 60)}: {report.final:g} / {report.max_score:g} "
           f"(graded {report.score:g}, adjusted {adjustment.points:+g})")
+    for warning in rebuilt.warnings:
+        print(f"grade: {terminal(warning)}", file=sys.stderr)
+    return 2 if rebuilt.warnings else 0
 
 
 def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
@@ -94,6 +100,9 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
         raise UsageError(f"{args.canvas} does not exist: pass the CSV that Canvas's Grades > Export wrote")
     from grader.gradebook import ExportSettings
     from grader.term.outputs import CANVAS_FILE, MOODLE_FILE, update
+
+    if args.canvas is not None and args.canvas.resolve() == (args.outdir / CANVAS_FILE).resolve():
+        raise UsageError(f"{args.canvas} is what this export writes: pass the CSV Canvas exported, kept elsewhere")
 
     wanted = ExportSettings(gradescope=args.gradescope,
                             canvas_roster=str(args.canvas.resolve()) if args.canvas else None,

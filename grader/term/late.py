@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -28,7 +28,9 @@ from grader.errors import UsageError
 from grader.report import LatePenalty
 
 POLICY_FILE = "late.toml"
+GRACE_LIMIT_MINUTES = 60 * 24 * 366  # a year: more is not a grace period
 TIMES_COLUMNS = ("student", "submitted_at")
+TIMES_LIMIT_BYTES = 16 * 2**20
 
 
 def parse_time(text: str) -> datetime:
@@ -41,18 +43,24 @@ class LatePolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     due: datetime
-    grace_minutes: float = Field(default=0, ge=0)
-    percent_per_day: float = Field(gt=0, le=100)
-    cap_percent: float = Field(default=100, gt=0, le=100)
+    grace_minutes: float = Field(default=0, ge=0, le=GRACE_LIMIT_MINUTES, allow_inf_nan=False)
+    percent_per_day: float = Field(gt=0, le=100, allow_inf_nan=False)
+    cap_percent: float = Field(default=100, gt=0, le=100, allow_inf_nan=False)
     times: str | None = None
 
     @field_validator("due", mode="before")
     @classmethod
     def _zoned(cls, value: object) -> object:
+        """A string or a TOML date-time; a date alone is midnight UTC; no zone is UTC."""
         if isinstance(value, str):
-            return parse_time(value)
-        if isinstance(value, datetime) and value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
+            value = parse_time(value)
+        elif isinstance(value, date) and not isinstance(value, datetime):
+            value = datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=timezone.utc)
+            if not datetime(1971, 1, 1, tzinfo=timezone.utc) <= value <= datetime(9000, 1, 1, tzinfo=timezone.utc):
+                raise ValueError("the due time must be a date between 1971 and 9000")
         return value
 
     def rule(self) -> str:
@@ -62,7 +70,10 @@ class LatePolicy(BaseModel):
 
     def penalty(self, submitted: datetime, source: str, max_score: float) -> LatePenalty | None:
         """None when on time (within the grace); else the points off, capped."""
-        late = submitted - (self.due + timedelta(minutes=self.grace_minutes))
+        try:
+            late = submitted - (self.due + timedelta(minutes=self.grace_minutes))
+        except OverflowError:  # a submission time at the edge of the calendar: not late
+            return None
         if late <= timedelta(0):
             return None
         days = math.ceil(late / timedelta(days=1))
@@ -94,16 +105,22 @@ def load_times(out_dir: Path, policy: LatePolicy) -> dict[str, datetime]:
         return {}
     path = out_dir / policy.times
     try:
+        if path.stat().st_size > TIMES_LIMIT_BYTES:
+            raise UsageError(f"the submission times {path} are over {TIMES_LIMIT_BYTES // 2**20} MiB")
         with path.open(newline="", encoding="utf-8-sig") as f:
             rows = list(csv.DictReader(f))
     except OSError as exc:
         raise UsageError(f"cannot read the submission times {path} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"the submission times {path} are not UTF-8 text") from None
+    except csv.Error as exc:
+        raise UsageError(f"the submission times {path} are not a readable CSV ({exc})") from None
     times: dict[str, datetime] = {}
     for number, row in enumerate(rows, start=2):
         if any(c not in row for c in TIMES_COLUMNS):
             raise UsageError(f"{path} needs the columns {', '.join(TIMES_COLUMNS)}")
         try:
             times[row["student"].strip()] = parse_time(row["submitted_at"])
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, OverflowError):
             raise UsageError(f"{path}, line {number}: {row['submitted_at']!r} is not an ISO 8601 time") from None
     return times

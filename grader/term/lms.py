@@ -537,6 +537,9 @@ def fill_canvas(roster: Path, reports: dict[str, Report], out: Path, *,
     layout = _canvas_layout(sheet, roster)
     target = _choose_column(layout, assignment, column, roster)
     points = _read_number(layout.points.values[target]) if layout.points else None
+    if points is not None and points <= 0:
+        raise UsageError(f"the column {layout.header[target]!r} of {roster} has {_number(points)} points possible: "
+                         "set its points in Canvas first, or pick another column with --canvas-column")
     scaling = _scaling(_max_score(reports), points)
     matched, shared, unmatched = _match(sorted(reports), layout.students)
     plan = _plan(sheet, layout, target, reports, matched, shared, scaling)

@@ -16,3 +16,6 @@ class SimilarGroup(BaseModel):
     similarity: float = Field(ge=0, le=1, description="the lowest similarity between two members (1: identical)")
     threshold: float = Field(ge=0, le=1, description="the similarity at or above which students are grouped")
     identical: bool = Field(description="every member's normalised program is byte-identical")
+    common: bool = Field(default=False, description=(
+        "one exact program written by a large share of the class: perhaps what the exercise dictates, "
+        "perhaps a ring of copies; shown apart, for the instructor to judge"))

@@ -94,7 +94,8 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
             write_moodle(reports, stage.path(MOODLE_FILE))
     except GraderError as exc:
         rebuilt.warnings.append(f"the LMS export was not updated: {exc}")
-    gradebook.save_export_settings(settings)
+    if not rebuilt.warnings:  # a setting that failed is not kept: the next rebuild uses the last good one
+        gradebook.save_export_settings(settings)
     return rebuilt
 
 

@@ -11,7 +11,8 @@ order stripped, so renaming, reformatting and re-commenting leave it as it was).
   instructor's (`reference`: students who wrote the reference solution's program did not copy
   each other), and one whose exact program a large share of the class wrote (`common_share`:
   what the exercise dictates, e.g. the chapter's own two-line `step`, which every honest
-  student writes the same);
+  student writes the same); the writers of each common program are listed after the groups,
+  marked `common`, since a ring of copies looks the same;
 - what is left must be big enough to tell people apart (`min_size` distinct op 4-grams): every
   correct answer to a one-line exercise is the same program;
 - two students are alike by their normalised programs: identical digests give 1.0, otherwise
@@ -170,10 +171,26 @@ def similar_groups(reports: dict[str, Report], threshold: float = DEFAULT_THRESH
     if not 0 <= threshold <= 1:
         raise ValueError(f"a similarity threshold is between 0 and 1, not {threshold!r}")
     groups: list[SimilarGroup] = []
+    commons: list[SimilarGroup] = []
     for exercise, prints in _by_exercise(reports).items():
         mine = [p for p in reference or [] if p.exercise == exercise]
-        programs = _programs(prints, _uninformative(prints, mine, common_share), min_size)
+        dropped = _uninformative(prints, mine, common_share)
+        programs = _programs(prints, dropped, min_size)
         groups += _groups_of(exercise, programs, threshold)
+        commons += _common_groups(exercise, prints, dropped - {(p.function, p.digest) for p in mine}, threshold)
+    return groups + commons
+
+
+def _common_groups(exercise: str, prints: dict[str, list[ProgramFingerprint]],
+                   common: set[tuple[str, str]], threshold: float) -> list[SimilarGroup]:
+    """The students who wrote each common program, shown apart rather than hidden: the program
+    the exercise dictates looks the same as a ring of copies, and only the instructor can tell."""
+    groups = []
+    for function, digest in sorted(common):
+        writers = sorted(s for s, fps in prints.items() if any((p.function, p.digest) == (function, digest) for p in fps))
+        if len(writers) > 1:
+            groups.append(SimilarGroup(exercise=exercise, students=writers, similarity=1.0,
+                                       threshold=threshold, identical=True, common=True))
     return groups
 
 

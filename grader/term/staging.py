@@ -14,23 +14,63 @@ step, so the commit is a write-ahead log of one line per file:
 A crash before step 2 leaves OUT untouched (the next run discards `.staging`); a crash during
 step 3 is finished by the next run (`recover`), which is what every command that writes OUT
 calls first. Readers of OUT never see a half-written file.
+
+One command at a time: `locked(out_dir)` holds an exclusive lock on `OUT/.lock` (flock, released
+by the kernel when the process ends, also by SIGKILL) for as long as a command updates OUT, and a
+second command refuses in one sentence rather than discard the first one's staging folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
+
+from grader.errors import UsageError
 
 STAGING = ".staging"
 MANIFEST = "COMMIT"
 GRADEBOOK = "gradebook.sqlite"
+LOCK = ".lock"
+_held: dict[Path, int] = {}  # out folder -> how many `locked` blocks of this process hold it
+
+
+@contextlib.contextmanager
+def locked(out_dir: Path) -> Iterator[None]:
+    """Hold OUT's lock (reentrant within a process); another process holding it: UsageError."""
+    key = out_dir.resolve()
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"another grade command is updating {out_dir} right now: "
+                             "wait for it to finish, then run this one again") from None
+        _held[key] = 1
+        try:
+            yield
+        finally:
+            del _held[key]
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def recover(out_dir: Path) -> bool:
-    """Finish a commit a crash interrupted, or discard an uncommitted staging folder.
-    Returns whether a commit was finished."""
+    """Finish a commit a crash interrupted, or discard an uncommitted staging folder (call it
+    holding OUT's lock: another live command's staging is never touched). Returns whether a
+    commit was finished."""
     root = out_dir / STAGING
     if (root / MANIFEST).is_file():
         _apply(out_dir)
@@ -52,14 +92,20 @@ def _apply(out_dir: Path) -> None:
 
 
 class Staging:
-    """One update of OUT: `path(rel)` to write, `commit()` to publish, or drop it (`abort`)."""
+    """One update of OUT: `path(rel)` to write, `commit()` to publish, or drop it (`abort`).
+    It holds OUT's lock from creation until commit or abort."""
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir
-        out_dir.mkdir(parents=True, exist_ok=True)
-        recover(out_dir)
-        self.root = out_dir / STAGING
-        self.root.mkdir()
+        self._lock = locked(out_dir)
+        self._lock.__enter__()
+        try:
+            recover(out_dir)
+            self.root = out_dir / STAGING
+            self.root.mkdir()
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
 
     def path(self, relative: str | Path) -> Path:
         target = self.root / relative
@@ -100,7 +146,13 @@ class Staging:
             f.flush()
             os.fsync(f.fileno())
         manifest.replace(self.root / MANIFEST)
-        _apply(self.out_dir)
+        try:
+            _apply(self.out_dir)
+        finally:
+            self._lock.__exit__(None, None, None)
 
     def abort(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            shutil.rmtree(self.root, ignore_errors=True)
+        finally:
+            self._lock.__exit__(None, None, None)
