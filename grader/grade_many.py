@@ -42,6 +42,7 @@ from grader.gradebook import ExportSettings, Gradebook, Stored
 from grader.options import GradeOptions
 from grader.progress import Progress
 from grader.report import Report, environment
+from grader.term.late import load_policy, load_times
 from grader.term.outputs import rebuild
 from grader.term.staging import Staging, locked, recover
 from grader.submission import Peek, claim_text, display_path, peek
@@ -231,6 +232,9 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
                 digest: str | None, *, jobs: int, force: bool, formats: set[str], scheduler: str | None,
                 fail_under: float | None, settings: ExportSettings | None) -> BatchResult:
     recovered = recover(out_dir)
+    policy = load_policy(out_dir)  # a bad late.toml or times CSV stops the batch before it grades,
+    if policy is not None:         # not at its commit, which would discard the grading
+        load_times(out_dir, policy)
     env = environment()
     result = BatchResult(found=len(failed) + len(candidates), graded=0, resumed=0, errors=0, interrupted=False,
                          skipped=found.skipped, assignment=batch_id, recovered=recovered)

@@ -441,3 +441,16 @@ def test_a_stray_exit_in_an_assignment_s_code_is_not_a_silent_success(tmp_path: 
     done = subprocess.run([*GRADE, str(tmp_path / "alice.py"), "-a", str(folder), "--no-sandbox"],
                           capture_output=True, text=True)
     assert done.returncode != 0 and "do not load: SystemExit" in done.stderr
+
+
+def test_a_bad_late_policy_stops_a_batch_before_it_grades(tmp_path: Path) -> None:
+    """At the commit it would have discarded the whole batch's grading."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text("x = 1\n")
+    out.mkdir()
+    (out / "late.toml").write_text('due = "2026-12-08T00:00:00Z"\npercent_per_day = 10\ntimes = "missing.csv"\n')
+    done = subprocess.run([*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--no-sandbox"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "cannot read the submission times" in done.stderr
+    assert not (out / "gradebook.sqlite").exists()
