@@ -1,10 +1,12 @@
-"""Benchmark: batch throughput for 40 copies of the reference notebook, and its peak memory.
+"""Benchmark: a class graded in one batch, per submission, as a ratio to the floor.
 
-Runs, in one go: `grade DIR -o OUT -j 1`, `grade DIR -o OUT -j 2`, and 40 sequential
-`grade FILE` runs, each as a fresh process. Peak memory is that of the whole process tree,
-kernels included: each command runs in a cgroup v1 memory group of its own (as root; elsewhere
-the column says n/a), whose memory.max_usage_in_bytes we read afterwards.
-Usage: python bench/bench_batch.py [--copies N]
+The floor (`python -c "import jax, jax.numpy as jnp; jnp.ones(1).block_until_ready()"`) is
+measured in the same run, before and after the batches (median of both). Each batch grades N
+copies of the reference notebook into a fresh OUT with `-j 1` and `-j 2`; wall time per
+submission is divided by the floor (issue 12's target at -j 2: at most 0.5x). CPU seconds and
+peak memory are the whole process tree's, kernels and verifiers included (bench/tree.py); the
+peak is reported per worker (target: at most 400 MB).
+Usage: python bench/bench_batch.py [--copies N ...] [--sequential]
 """
 
 from __future__ import annotations
@@ -12,74 +14,58 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
+import statistics
 import sys
 import tempfile
-import time
-import uuid
 from pathlib import Path
+
+from tree import measured
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "solutions" / "ch2-jit.ipynb"
 GRADE = [sys.executable, "-m", "grader"]
+FLOOR = [sys.executable, "-c", "import jax, jax.numpy as jnp; jnp.ones(1).block_until_ready()"]
+TARGET_PER_SUBMISSION = 0.5
+TARGET_PEAK_PER_WORKER_MB = 400
 
 
-def _memory_group() -> Path | None:
-    from grader.sandbox import _own_cgroup
-
-    parent = _own_cgroup("memory")
-    if parent is None:
-        return None
-    group = parent / f"bench-{uuid.uuid4().hex[:8]}"
-    group.mkdir()
-    return group
-
-
-def measured(cmds: list[list[str]]) -> tuple[float, float | None]:
-    """Wall time of running cmds one after the other, and the peak memory of all of them (GiB)."""
-    group = _memory_group()
-    start = time.perf_counter()
-    for cmd in cmds:
-        if group is not None:
-            cmd = ["/bin/sh", "-c", f'echo $$ > "{group}/cgroup.procs"; exec "$@"', "bench", *cmd]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    peak = None
-    if group is not None:
-        peak = int((group / "memory.max_usage_in_bytes").read_text()) / 2**30
-        for _ in range(100):  # exited processes leave the group asynchronously
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.05)
-    return wall, peak
+def floor_s(runs: int = 5) -> float:
+    return statistics.median(measured([FLOOR]).wall_s for _ in range(runs))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--copies", type=int, default=40)
+    parser.add_argument("--copies", type=int, action="append", help="class sizes (default: 20)")
+    parser.add_argument("--sequential", action="store_true", help="also N separate `grade FILE` runs")
     args = parser.parse_args()
-    n = args.copies
+    sizes = args.copies or [20]
+    before = floor_s()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        subs = Path(tmp) / "subs"
-        subs.mkdir()
-        for i in range(n):
-            shutil.copy(NOTEBOOK, subs / f"student{i:03d}.ipynb")
-        runs = {
-            "grade DIR -j 1": [[*GRADE, str(subs), "-o", f"{tmp}/out1", "-j", "1", "--seed", "1"]],
-            "grade DIR -j 2": [[*GRADE, str(subs), "-o", f"{tmp}/out2", "-j", "2", "--seed", "1"]],
-            f"{n} x grade FILE": [[*GRADE, str(p), "--seed", "1", "--json", f"{tmp}/r.json"]
-                                  for p in sorted(subs.iterdir())],
-        }
-        results = {name: measured(cmds) for name, cmds in runs.items()}
-    sequential = results[f"{n} x grade FILE"][0]
-    print(f"{n} copies of {NOTEBOOK.relative_to(ROOT)}, {os.cpu_count()} cores")
-    print("| run | wall (s) | submissions / min | vs sequential | peak memory (GiB) |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, (wall, peak) in results.items():
-        mem = f"{peak:.2f}" if peak is not None else "n/a"
-        print(f"| {name} | {wall:.1f} | {60 * n / wall:.1f} | {sequential / wall:.2f}x | {mem} |")
+        for n in sizes:
+            subs = Path(tmp) / f"subs{n}"
+            subs.mkdir()
+            for i in range(n):
+                shutil.copy(NOTEBOOK, subs / f"student{i:03d}.ipynb")
+            for jobs in (1, 2):
+                cost = measured([[*GRADE, str(subs), "-o", f"{tmp}/out{n}-{jobs}", "-j", str(jobs), "--seed", "1"]])
+                rows.append((f"grade DIR -j {jobs}", n, jobs, cost))
+            if args.sequential:
+                cost = measured([[*GRADE, str(p), "--seed", "1", "--json", f"{tmp}/r.json"]
+                                 for p in sorted(subs.iterdir())])
+                rows.append((f"{n} x grade FILE", n, 1, cost))
+    floor = statistics.median([before, floor_s()])
+    print(f"floor {floor:.2f} s (median before and after), {os.cpu_count()} cores, {NOTEBOOK.relative_to(ROOT)}")
+    print("| run | copies | wall (s) | per minute | wall per submission, x floor | CPU s per submission, "
+          "whole tree | peak MB per worker, whole tree |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, n, jobs, cost in rows:
+        cpu = f"{cost.cpu_s / n:.2f}" if cost.cpu_s is not None else "n/a"
+        peak = f"{1024 * cost.peak_gib / jobs:.0f}" if cost.peak_gib is not None else "n/a"
+        print(f"| {name} | {n} | {cost.wall_s:.1f} | {60 * n / cost.wall_s:.1f} | "
+              f"{cost.wall_s / n / floor:.2f} | {cpu} | {peak} |")
+    print(f"targets at -j 2: wall per submission <= {TARGET_PER_SUBMISSION}x the floor, "
+          f"peak <= {TARGET_PEAK_PER_WORKER_MB} MB per worker")
     return 0
 
 
