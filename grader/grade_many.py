@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from grader import assignment as assignments
 from grader.batch import Executor, LocalExecutor, SerialExecutor, Task, error_report
 from grader.discovery import Discovery, discover
-from grader.errors import GraderError, SubmissionUnreadable, UsageError, WrongAssignment
+from grader.errors import SubmissionUnreadable, UsageError, WrongAssignment
 from grader.assignment_digest import assignment_digest
 from grader.faults import is_internal
 from grader.gradebook import ExportSettings, Gradebook, Stored
