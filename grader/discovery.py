@@ -72,6 +72,11 @@ def report_file_name(student: str) -> str:
     return student_file_stem(student) + ".json"
 
 
+def feedback_file_name(student: str) -> str:
+    """`OUT/<this>`: the student's feedback page, below index.html."""
+    return f"feedback/{student_file_stem(student)}.html"
+
+
 class Found(BaseModel):
     student: str
     path: Path

@@ -383,3 +383,16 @@ def test_borrowed_trace_and_lower_do_not_make_a_function_jitted() -> None:
     for fn, jitted in ((plain, False), (borrowed, True)):
         raw = runtime.observe({"op": "export", "id": "e", "target": "f", "args": [abstract]}, {"f": fn})
         assert raw["status"] == "ok" and raw["result"]["jitted"] is jitted
+
+
+def test_the_kernel_s_recompile_explanations_are_bounded() -> None:
+    """`why`, `arguments` and `static` come from the student's process: they only word a failure,
+    and the wire refuses too many of them or overlong ones."""
+    from pydantic import ValidationError
+
+    from grader.probe.protocol import CompileCountResult
+
+    CompileCountResult(compiles=1, names=["f"], why=["at x"] * 64, arguments=["a"] * 64, static=["a"])
+    for field, value in (("why", ["at x"] * 65), ("static", ["s" * 3000]), ("arguments", ["a"] * 65)):
+        with pytest.raises(ValidationError):
+            CompileCountResult(compiles=1, names=["f"], **{field: value})

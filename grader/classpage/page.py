@@ -42,9 +42,9 @@ def report_file(student: str) -> str:
 
 def feedback_file(student: str) -> str:
     """The student's feedback page below index.html, as a batch writes it."""
-    from grader.discovery import student_file_stem
+    from grader.discovery import feedback_file_name
 
-    return "feedback/" + student_file_stem(student) + ".html"
+    return feedback_file_name(student)
 
 
 class Links:

@@ -62,19 +62,9 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
 
 def _record_and_update(out_dir: Path, student: str, adjustment: Adjustment) -> int:
     """The adjustment and the rebuilt outputs in one commit; 2 when an export could not follow."""
-    from grader.gradebook import Gradebook
-    from grader.term.outputs import rebuild
-    from grader.term.staging import Staging
+    from grader.term.outputs import update
 
-    stage = Staging(out_dir)
-    try:
-        with Gradebook(stage.gradebook()) as book:
-            book.adjust(student, adjustment)
-            rebuilt = rebuild(stage, book, book.export_settings(), {student})
-    except BaseException:
-        stage.abort()
-        raise
-    stage.commit()
+    rebuilt = update(out_dir, change=lambda book: book.adjust(student, adjustment), changed={student})
     report = rebuilt.reports[student]
     print(f"{terminal(student, 60)}: {report.final:g} / {report.max_score:g} "
           f"(graded {report.score:g}, adjusted {adjustment.points:+g})")

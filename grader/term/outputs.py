@@ -8,11 +8,12 @@ the batch keeps (Gradescope, Canvas, Moodle). Unchanged student files are not re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from grader.discovery import report_file_name, student_file_stem
+from grader.discovery import feedback_file_name, report_file_name
 from grader.errors import GraderError
 from grader.gradebook import ExportSettings, Gradebook
 from grader.report import Report
@@ -45,10 +46,6 @@ def final_reports(gradebook: Gradebook, out_dir: Path) -> dict[str, Report]:
             for student, report in gradebook.reports().items()}
 
 
-def feedback_name(student: str) -> str:
-    return f"feedback/{student_file_stem(student)}.html"
-
-
 def _feedback(report: Report) -> bytes:
     """The page to hand back (the submission read again, bounded as before; one that cannot be
     read any more gives a page without code)."""
@@ -76,13 +73,13 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
     for student, report in reports.items():
         json_changed = stage.write_if_changed(report_file_name(student),
                                               (report.model_dump_json(indent=2) + "\n").encode("utf-8"))
-        if json_changed or student in changed or not (out_dir / feedback_name(student)).is_file():
-            stage.write_if_changed(feedback_name(student), _feedback(report))
+        if json_changed or student in changed or not (out_dir / feedback_file_name(student)).is_file():
+            stage.write_if_changed(feedback_file_name(student), _feedback(report))
     groups = similar_groups(reports)
     record_groups(gradebook.connection, groups)
     write_summary_csv(reports, stage.path("summary.csv"))
     write_class_report(reports, stage.root, report_file=report_file_name, groups=groups,
-                       feedback_file=feedback_name)
+                       feedback_file=feedback_file_name)
     if settings.gradescope:
         write_gradescope(reports, stage.root)
     rebuilt = Rebuilt(reports=reports)
@@ -99,12 +96,17 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
     return rebuilt
 
 
-def update(out_dir: Path, settings: ExportSettings | None = None) -> Rebuilt:
-    """Rebuild OUT's outputs from its gradebook in one commit (an adjustment, `grade export`)."""
+def update(out_dir: Path, settings: ExportSettings | None = None, *,
+           change: Callable[[Gradebook], None] | None = None, changed: set[str] = frozenset()) -> Rebuilt:
+    """Rebuild OUT's outputs from its gradebook in one commit, after `change` (an adjustment)
+    is made to the staged gradebook: `grade adjust`, `grade export`."""
     stage = Staging(out_dir)
     try:
         with Gradebook(stage.gradebook()) as gradebook:
-            rebuilt = rebuild(stage, gradebook, gradebook.export_settings().merged(settings or ExportSettings()))
+            if change is not None:
+                change(gradebook)
+            rebuilt = rebuild(stage, gradebook, gradebook.export_settings().merged(settings or ExportSettings()),
+                              changed)
     except BaseException:
         stage.abort()
         raise
