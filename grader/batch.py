@@ -26,6 +26,7 @@ from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.report import CheckResult, ExerciseResult, Report, SubmissionRef, environment
 from grader.sandbox import SandboxPolicy, sweep
+from grader.verifier.client import Verifier
 
 
 class Task(BaseModel):
@@ -88,11 +89,36 @@ def _kernel_for(options: GradeOptions) -> Kernel:
     return kernel
 
 
+_servers: dict[bool, Any] = {}  # per worker process: a verifier fork server, by sandboxed or not
+_answers: Any = None  # per worker process: the verifier's answers, by job (result_cache.py)
+
+
+def _verifier_for(options: GradeOptions) -> Verifier:
+    """A verifier forked from this worker's fork server (started on first use), whose identical
+    jobs are answered from this worker's cache."""
+    from grader.verifier.forkserver import ForkServer, usable
+    from grader.verifier.result_cache import ResultCache
+
+    global _answers
+    policy = SandboxPolicy() if options.sandbox else None
+    if _answers is None:
+        _answers = ResultCache()
+    if not usable(policy):
+        return Verifier(sandbox=policy, answers=_answers)
+    server = _servers.get(options.sandbox)
+    if server is None:
+        server = _servers[options.sandbox] = ForkServer(policy).start()
+    return Verifier(sandbox=policy, server=server, answers=_answers)
+
+
 def _discard_spare() -> None:
     global _spare
     if _spare is not None:
         _spare.close()
         _spare = None
+    for server in _servers.values():
+        server.kill()
+    _servers.clear()
 
 
 def grade_task(task: Task, *, warm: bool = False) -> Report:
@@ -102,12 +128,13 @@ def grade_task(task: Task, *, warm: bool = False) -> Report:
     options = task.options.model_copy(update={"student": task.student})
     first: list[Kernel] = [_kernel_for(options)] if warm else []
     fresh = kernels_for(options)
+    verifier = _verifier_for(options) if warm else None
 
     def factory() -> Kernel:
         return first.pop() if first else fresh()
 
     try:
-        return grade_guarded(lambda: grade_one(task.path, options, kernel_factory=factory),
+        return grade_guarded(lambda: grade_one(task.path, options, kernel_factory=factory, verifier=verifier),
                              lambda reason: error_report(task, reason))
     finally:
         for unused in first:

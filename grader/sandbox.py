@@ -161,24 +161,8 @@ class Sandbox:
         if self.has("user"):
             os.chown(self.scratch, self.policy.uid, self.policy.gid)
         if self.has("cgroups"):
-            name = f"{owner_tag()}{uuid.uuid4().hex[:12]}"
-            limits = {"memory": {"memory.limit_in_bytes": self.policy.memory_bytes},
-                      "pids": {"pids.max": self.policy.pids}}
-            for controller, files in limits.items():
-                parent = _own_cgroup(controller)
-                assert parent is not None
-                group = parent / name
-                group.mkdir()
-                self._cgroups.append(group)
-                self._groups[controller] = group
-                for file, value in files.items():
-                    if value is not None:
-                        (group / file).write_text(str(value))
-                if controller == "memory" and (group / "memory.memsw.limit_in_bytes").exists():
-                    try:  # no swapping around the limit, where swap accounting exists
-                        (group / "memory.memsw.limit_in_bytes").write_text(str(self.policy.memory_bytes))
-                    except OSError:
-                        pass
+            self._groups = create_cgroups(self.policy)
+            self._cgroups = list(self._groups.values())
 
     def cgroup(self, controller: str) -> Path | None:
         """This sandbox's cgroup directory for `controller` ("memory", "pids") once prepared."""
@@ -336,6 +320,35 @@ class Sandbox:
         if self._mounted:
             subprocess.run(["umount", "-l", str(self.scratch)], capture_output=True)
             self._mounted = False
+
+
+def create_cgroups(policy: SandboxPolicy) -> dict[str, Path]:
+    """A new memory and pids cgroup (cgroup v1) with the policy's limits, by controller, each a
+    child of this process's own and tagged with its pid (`sweep` finds them if it dies)."""
+    name = f"{owner_tag()}{uuid.uuid4().hex[:12]}"
+    limits = {"memory": {"memory.limit_in_bytes": policy.memory_bytes},
+              "pids": {"pids.max": policy.pids}}
+    groups: dict[str, Path] = {}
+    try:
+        for controller, files in limits.items():
+            parent = _own_cgroup(controller)
+            assert parent is not None
+            group = parent / name
+            group.mkdir()
+            groups[controller] = group
+            for file, value in files.items():
+                if value is not None:
+                    (group / file).write_text(str(value))
+            if controller == "memory" and (group / "memory.memsw.limit_in_bytes").exists():
+                try:  # no swapping around the limit, where swap accounting exists
+                    (group / "memory.memsw.limit_in_bytes").write_text(str(policy.memory_bytes))
+                except OSError:
+                    pass
+    except BaseException:
+        for group in groups.values():
+            empty_and_remove(group)
+        raise
+    return groups
 
 
 def empty_and_remove(group: Path, seconds: float = 5.0) -> None:

@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol
 
 if TYPE_CHECKING:
     from typing import Self
@@ -473,16 +473,38 @@ class VerifierProcess:
 # ----------------------------------------------------------------------------- the verifier
 
 
+class _Spawner(Protocol):
+    """Where verifier processes come from instead of a fresh boot (forkserver.ForkServer)."""
+
+    def fork(self) -> VerifierProcess: ...
+
+
+class _Answers(Protocol):
+    """Answers already given for identical jobs (result_cache.ResultCache)."""
+
+    def get(self, job: VerifierJob) -> VerifierResult | None: ...
+
+    def put(self, job: VerifierJob, result: VerifierResult, size: int) -> None: ...
+
+
 class Verifier:
-    """The verifier of one submission. `sandbox=None` runs it unsandboxed (--no-sandbox)."""
+    """The verifier of one submission. `sandbox=None` runs it unsandboxed (--no-sandbox).
+
+    In a batch worker, `server` forks its processes from a warm fork server (forkserver.py)
+    instead of booting each, and `answers` gives a job whose module and inputs were answered
+    before that answer without running it (result_cache.py). With a server, a process is only
+    made when a job needs one."""
 
     def __init__(self, sandbox: SandboxPolicy | None = DEFAULT_POLICY, *,
                  boot_timeout: float = BOOT_TIMEOUT_S, max_restarts: int = MAX_RESTARTS,
-                 program: Sequence[str] | None = None):
+                 program: Sequence[str] | None = None, server: _Spawner | None = None,
+                 answers: _Answers | None = None):
         """`program` replaces the runtime by another command in the same sandbox (tests only:
         a verifier that misbehaves)."""
         self.policy = sandbox
         self.program = list(program) if program is not None else None
+        self.server = server
+        self.answers = answers
         self.boot_timeout = boot_timeout
         self.max_restarts = max_restarts
         self.restarts = 0  # processes started after the first
@@ -497,15 +519,20 @@ class Verifier:
         return self._process
 
     def launch(self) -> Verifier:
-        """Start the verifier now and return at once: it boots (imports JAX) meanwhile."""
-        if self._process is None:
-            self._process = VerifierProcess(self.policy, self.program)
-            self._started += 1
+        """Start the verifier now and return at once: it boots (imports JAX) meanwhile. With a
+        fork server, nothing: a fork is cheap, and a batch's jobs may all be answered already."""
+        if self.server is None:
+            self._start()
         return self
+
+    def _start(self) -> None:
+        if self._process is None:
+            self._process = self.server.fork() if self.server is not None else VerifierProcess(self.policy, self.program)
+            self._started += 1
 
     def wait_ready(self) -> Verifier:
         """Launch (if not yet) and wait until the verifier is ready."""
-        self.launch()
+        self._start()
         assert self._process is not None
         try:
             self._process.wait_ready(self.boot_timeout)
@@ -527,7 +554,7 @@ class Verifier:
                 return None
             if self._started > 0:
                 self.restarts += 1
-            self.launch()
+            self._start()
         self.wait_ready()
         return self._process
 
@@ -548,6 +575,10 @@ class Verifier:
         end: float | None = None
         try:
             for index, job in enumerate(jobs):
+                answered = self.answers.get(job) if self.answers is not None else None
+                if answered is not None:
+                    results[job.id] = answered
+                    continue
                 waited = time.monotonic()
                 proc = self._ready_process()
                 waited = time.monotonic() - waited
@@ -591,6 +622,8 @@ class Verifier:
         except BadAnswer as exc:
             self._kill()
             return ended("crashed", _short(f"the verifier sent an answer the grader cannot accept: {exc}"))
+        if self.answers is not None:
+            self.answers.put(job, result, len(line))
         return result.model_copy(update={"seconds": time.monotonic() - started})
 
     def peak_memory_bytes(self) -> int | None:
