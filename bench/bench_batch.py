@@ -6,7 +6,11 @@ copies of the reference notebook into a fresh OUT with `-j 1` and `-j 2`; wall t
 submission is divided by the floor (issue 12's target at -j 2: at most 0.5x). CPU seconds and
 peak memory are the whole process tree's, kernels and verifiers included (bench/tree.py); the
 peak is reported per worker (target: at most 400 MB).
-Usage: python bench/bench_batch.py [--copies N ...] [--sequential]
+Classes (--kind): copies of the reference notebook; the hand-written mutants, each appended to
+the reference module as `grade validate` does (a mixed class, most answers wrong somewhere);
+copies where one in ten hangs in a graded function or kills its kernel. --dask adds a 2-worker
+Dask LocalCluster, compared by wall time (its workers run outside the measured tree).
+Usage: python bench/bench_batch.py [--copies N ...] [--kind K ...] [--dask] [--sequential]
 """
 
 from __future__ import annotations
@@ -29,33 +33,75 @@ TARGET_PER_SUBMISSION = 0.5
 TARGET_PEAK_PER_WORKER_MB = 400
 
 
+def dask_cost(subs: Path, out: Path):
+    """The same batch through a 2-worker LocalCluster (one thread each) started in this process
+    before the measured command connects to it; the workers' CPU is outside the command's
+    cgroup, so only wall time is comparable."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        return measured([[*GRADE, str(subs), "-o", str(out), "--scheduler", cluster.scheduler_address]])
+
+
 def floor_s(runs: int = 5) -> float:
     return statistics.median(measured([FLOOR]).wall_s for _ in range(runs))
+
+
+FAULTS = {  # one in ten of the faulty class: a graded function that hangs, a cell that kills the kernel
+    "hang": "\n\n# %% [fault]\n_right = newton_sqrt\n\n\ndef newton_sqrt(a, tol):\n"
+            "    while True:\n        pass\n",
+    "dies": "\n\n# %% [fault]\nimport os\nos._exit(1)\n",
+}
+
+
+def write_class(folder: Path, kind: str, n: int) -> None:
+    """`n` submissions: copies of the reference notebook ("copies"), the reference module with
+    each hand-written mutant appended as a last cell ("mutants", as `grade validate` builds
+    them), or copies with one in ten faulty, alternately hanging and killing its kernel ("faults")."""
+    folder.mkdir()
+    reference = (ROOT / "solutions" / "ch2-jit.py").read_text()
+    mutants = sorted((ROOT / "assignments" / "ch2-jit" / "mutants").glob("*.py"))
+    for i in range(n):
+        if kind == "mutants":
+            text = reference.rstrip("\n") + "\n\n# %% [mutant]\n" + mutants[i % len(mutants)].read_text()
+            (folder / f"student{i:03d}.py").write_text(text)
+        elif kind == "faults" and i % 10 == 9:
+            fault = FAULTS["hang" if (i // 10) % 2 == 0 else "dies"]
+            (folder / f"student{i:03d}.py").write_text(reference.rstrip("\n") + fault)
+        else:
+            shutil.copy(NOTEBOOK, folder / f"student{i:03d}.ipynb")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--copies", type=int, action="append", help="class sizes (default: 20)")
+    parser.add_argument("--kind", action="append", choices=("copies", "mutants", "faults"),
+                        help="which classes (default: copies)")
+    parser.add_argument("--dask", action="store_true", help="also a 2-worker Dask LocalCluster")
     parser.add_argument("--sequential", action="store_true", help="also N separate `grade FILE` runs")
     args = parser.parse_args()
     sizes = args.copies or [20]
+    kinds = args.kind or ["copies"]
     before = floor_s()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n in sizes:
-            subs = Path(tmp) / f"subs{n}"
-            subs.mkdir()
-            for i in range(n):
-                shutil.copy(NOTEBOOK, subs / f"student{i:03d}.ipynb")
-            for jobs in (1, 2):
-                cost = measured([[*GRADE, str(subs), "-o", f"{tmp}/out{n}-{jobs}", "-j", str(jobs), "--seed", "1"]])
-                rows.append((f"grade DIR -j {jobs}", n, jobs, cost))
-            if args.sequential:
-                cost = measured([[*GRADE, str(p), "--seed", "1", "--json", f"{tmp}/r.json"]
-                                 for p in sorted(subs.iterdir())])
-                rows.append((f"{n} x grade FILE", n, 1, cost))
+        for kind in kinds:
+            for n in sizes:
+                subs = Path(tmp) / f"{kind}{n}"
+                write_class(subs, kind, n)
+                for jobs in (1, 2):
+                    out = f"{tmp}/out-{kind}{n}-{jobs}"
+                    cost = measured([[*GRADE, str(subs), "-o", out, "-j", str(jobs)]])
+                    rows.append((f"{kind}: grade DIR -j {jobs}", n, jobs, cost))
+                if args.dask:
+                    cost = dask_cost(subs, Path(tmp) / f"out-{kind}{n}-dask")
+                    rows.append((f"{kind}: Dask LocalCluster, 2 workers", n, 2, cost))
+                if args.sequential:
+                    cost = measured([[*GRADE, str(p), "--json", f"{tmp}/r.json"] for p in sorted(subs.iterdir())])
+                    rows.append((f"{kind}: {n} x grade FILE", n, 1, cost))
     floor = statistics.median([before, floor_s()])
-    print(f"floor {floor:.2f} s (median before and after), {os.cpu_count()} cores, {NOTEBOOK.relative_to(ROOT)}")
+    print(f"floor {floor:.2f} s (median before and after), {os.cpu_count()} cores; "
+          f"fresh hidden inputs per submission (no --seed), as in a real batch")
     print("| run | copies | wall (s) | per minute | wall per submission, x floor | CPU s per submission, "
           "whole tree | peak MB per worker, whole tree |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -20,13 +20,12 @@ from typing import Any, Iterable, Iterator, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from grader import lifetime
+from grader import lifetime, warm_worker
 from grader.faults import grade_guarded
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.report import CheckResult, ExerciseResult, Report, SubmissionRef, environment
-from grader.sandbox import SandboxPolicy, sweep
-from grader.verifier.client import Verifier
+from grader.sandbox import sweep
 
 
 class Task(BaseModel):
@@ -77,68 +76,29 @@ def error_report(task: Task, reason: str) -> Report:
 # ---------------------------------------------------------------------------- one task
 
 
-_spare: Kernel | None = None  # per worker process: the next submission's kernel, already booting
-
-
-def _kernel_for(options: GradeOptions) -> Kernel:
-    """A warm kernel for this submission, and launch the next one so it boots meanwhile."""
-    global _spare
-    policy = SandboxPolicy() if options.sandbox else None
-    kernel = _spare or Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch()
-    _spare = Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch()
-    return kernel
-
-
-_servers: dict[bool, Any] = {}  # per worker process: a verifier fork server, by sandboxed or not
-_answers: Any = None  # per worker process: the verifier's answers, by job (result_cache.py)
-
-
-def _verifier_for(options: GradeOptions) -> Verifier:
-    """A verifier forked from this worker's fork server (started on first use), whose identical
-    jobs are answered from this worker's cache."""
-    from grader.verifier.forkserver import ForkServer, usable
-    from grader.verifier.result_cache import ResultCache
-
-    global _answers
-    policy = SandboxPolicy() if options.sandbox else None
-    if _answers is None:
-        _answers = ResultCache()
-    if not usable(policy):
-        return Verifier(sandbox=policy, answers=_answers)
-    server = _servers.get(options.sandbox)
-    if server is None:
-        server = _servers[options.sandbox] = ForkServer(policy).start()
-    return Verifier(sandbox=policy, server=server, answers=_answers)
-
-
-def _discard_spare() -> None:
-    global _spare
-    if _spare is not None:
-        _spare.close()
-        _spare = None
-    for server in _servers.values():
-        server.kill()
-    _servers.clear()
-
-
 def grade_task(task: Task, *, warm: bool = False) -> Report:
-    """Grade one task; what is wrong with the submission becomes an error report."""
+    """Grade one task; what is wrong with the submission becomes an error report. `warm` (a
+    batch worker's): its kernels and verifier come from this thread's warm worker."""
     from grader.pipeline import grade_one, kernels_for
 
     options = task.options.model_copy(update={"student": task.student})
-    first: list[Kernel] = [_kernel_for(options)] if warm else []
-    fresh = kernels_for(options)
-    verifier = _verifier_for(options) if warm else None
+    if warm:
+        worker = warm_worker.current()
+        factory, verifier = worker.kernels(options), worker.verifier(options)
+    else:
+        factory, verifier = kernels_for(options), None
+    launched: list[Kernel] = []
 
-    def factory() -> Kernel:
-        return first.pop() if first else fresh()
+    def tracked() -> Kernel:
+        launched.append(factory())
+        return launched[-1]
 
     try:
-        return grade_guarded(lambda: grade_one(task.path, options, kernel_factory=factory, verifier=verifier),
+        return grade_guarded(lambda: grade_one(task.path, options, kernel_factory=tracked, verifier=verifier),
                              lambda reason: error_report(task, reason))
     finally:
-        for unused in first:
-            unused.close()
+        if warm and not launched:
+            factory().close()  # launched for a submission that never used it (unreadable)
 
 
 _started: Any = None  # per worker process: where it says which task it starts (LocalExecutor)
@@ -154,7 +114,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
     """Kill this worker's kernels and verifiers, then go at once. (A SystemExit would be caught
     by concurrent.futures inside the running task, and the worker would wait for work again.)"""
     lifetime.kill_everything()
-    _discard_spare()
+    warm_worker.close_all()
     os._exit(143)
 
 
@@ -167,7 +127,7 @@ def _worker_init(started: Any = None) -> None:
     _started = started
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    atexit.register(_discard_spare)
+    atexit.register(warm_worker.close_all)
     _die_with_parent()
 
 
@@ -195,11 +155,14 @@ class Executor(Protocol):
 
 
 class SerialExecutor:
-    """One task after the other, in this process (tests, debugging, -j 1 without workers)."""
+    """One task after the other, in this process (-j 1, tests, debugging), warm as a worker is."""
 
     def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
-        for task in tasks:
-            yield task, grade_task(task)
+        try:
+            for task in tasks:
+                yield task, grade_task(task, warm=True)
+        finally:
+            warm_worker.close_all()
 
 
 class LocalExecutor:

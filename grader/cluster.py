@@ -1,7 +1,8 @@
 """Grade a batch on a Dask cluster: `grade submissions/ -o reports/ --scheduler tcp://HOST:8786`.
 
 `DaskExecutor` implements the batch `Executor` protocol with `distributed`: one Dask task per
-submission runs `grader.batch.grade_task` on some worker (a fresh kernel there, as locally), and
+submission runs `grader.batch.grade_task` on some worker (a kernel forked from that worker's warm
+kernel server there, as locally: grader/warm_worker.py), and
 the reports come back to this process, the client, which writes every output as a local run does.
 Workers run the same grader installation, assignments folder and JAX, and read the submissions
 at the paths the client names (a shared filesystem); before submitting anything the executor asks
@@ -94,7 +95,7 @@ class DaskExecutor:
             check_workers(client, tasks)
             run = f"grade_task-{uuid.uuid4().hex[:8]}"  # a rerun never reuses an old result
             keys = [(run, task.student, i) for i, task in enumerate(tasks)]
-            futures = client.map(grade_task, tasks, key=keys, pure=False)
+            futures = client.map(grade_warm, tasks, key=keys, pure=False)
             pending = dict(zip(futures, tasks))
             done = self._distributed.as_completed(futures, loop=client.loop)
             del futures  # a finished future is released once yielded: workers keep no old reports
@@ -105,7 +106,25 @@ class DaskExecutor:
             if pending:
                 client.cancel(list(pending))
                 pending.clear()
+            if self._client is not None:
+                try:  # the workers' fork servers (and what they forked) go with the batch
+                    self._client.run(close_warm_workers)
+                except Exception:  # noqa: BLE001 - a lost worker has nothing left to close
+                    pass
             self.close()
+
+
+def grade_warm(task: Task) -> Report:
+    """What a worker runs per submission: `grade_task` with the worker thread's fork servers
+    (grader/warm_worker.py), as a local batch worker does."""
+    return grade_task(task, warm=True)
+
+
+def close_warm_workers() -> None:
+    """Run on every worker at a batch's end: its fork servers and their children are killed."""
+    from grader import warm_worker
+
+    warm_worker.close_all()
 
 
 def _outcome(future: Future, task: Task) -> Report:

@@ -221,9 +221,11 @@ def _code_cell(source: str) -> Any:
 
 
 class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
-    """Starts the kernel command inside the sandbox's layers; talks to it through grader.wire."""
+    """Starts the kernel command inside the sandbox's layers, or forks it from a kernel server
+    (grader/kernel_server.py); talks to it through grader.wire."""
 
     sandbox: Sandbox | None = None
+    server: Any = None  # a KernelServer: the kernel is forked, not started by a command
 
     def _context_default(self) -> Any:
         self._created_context = True
@@ -235,6 +237,18 @@ class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
         return self.sandbox.wrap(cmd, self.connection_file) if self.sandbox else cmd
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        if self.server is None:
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+        assert self.provisioner is not None
+        process = self.server.fork_kernel(kernel_cmd, self.connection_file)
+        provisioner: Any = self.provisioner
+        provisioner.process, provisioner.pid, provisioner.pgid = process, process.pid, process.pid
+        provisioner.cwd = kw.get("cwd")
+        self._reconcile_connection_info(provisioner.connection_info)
+
+    _launch_kernel = run_sync(_async_launch_kernel)
 
 
 SOCKET_PATH_MAX = 107
@@ -253,14 +267,19 @@ def scratch_directory() -> Path:
 
 
 class Kernel:
-    """A kernel process in its own scratch directory (and sandbox); use as a context manager."""
+    """A kernel process in its own scratch directory (and sandbox); use as a context manager.
+
+    With `server` (a batch worker's KernelServer), the kernel is forked from it, in the
+    server's sandbox and scratch directory (grader/forking.py says why that is as isolated);
+    JAX is then imported already, as in a warm kernel."""
 
     def __init__(self, *, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None,
-                 warm: bool = False):
-        self.scratch = scratch_directory()
+                 warm: bool = False, server: Any = None):
+        self._server = server
+        self.scratch = scratch_directory() if server is None else Path(os.devnull)  # set at launch
         self._kernel_name = kernel_name
-        self._args = KERNEL_ARGS + (WARM_ARGS if warm else [])
-        self._sandbox = Sandbox(self.scratch, sandbox, available()) if sandbox else None
+        self._args = KERNEL_ARGS + (WARM_ARGS if warm and server is None else [])
+        self._sandbox = Sandbox(self.scratch, sandbox, available()) if sandbox and server is None else None
         self._km: AsyncKernelManager | None = None
         self._client: Any = None
         self.alive = False
@@ -269,6 +288,18 @@ class Kernel:
         """Spawn the kernel process and return at once: it boots while the grader plans."""
         if self._km is not None:
             return self
+        if self._server is None:
+            return self._launch()
+        try:
+            return self._launch()
+        except KernelStartFailed:
+            return self._launch()  # the server was killed: a new one, in a new scratch directory
+
+    def _launch(self) -> Kernel:
+        if self._server is not None:
+            self._server.vacate()  # the last kernel and its files go before this one's are written
+            self._server.start()
+            self.scratch = self._server.scratch
         km = _SandboxedKernelManager(
             kernel_name=self._kernel_name, transport="ipc", ip=str(self.scratch / "kernel-ipc"),
             client_class="grader.wire.GraderClient",
@@ -280,6 +311,7 @@ class Kernel:
             if self._sandbox:
                 self._sandbox.prepare()
                 km.sandbox = self._sandbox
+            km.server = self._server
             # The kernel's own stdout/stderr are not the student's output (that comes over
             # iopub): keep them off the grader's terminal. Its own session (jupyter_client's
             # default too) keeps the terminal's Ctrl-C away from it: that is the grader's.
@@ -402,7 +434,11 @@ class Kernel:
         """Kill every process of the kernel's sandbox but the kernel itself (daemons included);
         return how many were killed. 0 without a sandbox or its cgroup layer."""
         process = getattr(getattr(self._km, "provisioner", None), "process", None)
-        if self._sandbox is None or process is None or process.poll() is not None:
+        if process is None or process.poll() is not None:
+            return 0
+        if self._server is not None:
+            return process.stop_strays()
+        if self._sandbox is None:
             return 0
         return self._sandbox.stop_strays(process.pid)
 
@@ -429,7 +465,8 @@ class Kernel:
 
     def close(self) -> None:
         self.kill()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self._server is None:
+            shutil.rmtree(self.scratch, ignore_errors=True)  # a server's is emptied by the server
 
     def __enter__(self) -> Kernel:
         return self.start()

@@ -27,7 +27,7 @@ from grader.probe.protocol import ArrayValue, PyScalar
 from grader.sandbox import SandboxPolicy, available
 from grader.values import from_wire, to_wire
 from grader.verifier.client import Verifier, VerifierJob, VerifierResult
-from grader.verifier.forkserver import ForkServer
+from grader.verifier.forkserver import VerifierServer
 from grader.verifier.result_cache import ResultCache, job_key
 
 ISOLATION = available()
@@ -134,7 +134,7 @@ def test_the_probe_exports_the_same_program_as_the_same_bytes() -> None:
 
 @pytest.fixture
 def server():
-    s = ForkServer(POLICY).start()
+    s = VerifierServer(POLICY).start()
     try:
         yield s
     finally:
@@ -143,7 +143,7 @@ def server():
 
 @kernel
 @full_sandbox
-def test_each_forked_verifier_is_isolated_as_a_fresh_one(server: ForkServer) -> None:
+def test_each_forked_verifier_is_isolated_as_a_fresh_one(server: VerifierServer) -> None:
     seen = []
     for value in (1.0, 10.0):
         with Verifier(POLICY, server=server) as v:
@@ -155,10 +155,10 @@ def test_each_forked_verifier_is_isolated_as_a_fresh_one(server: ForkServer) -> 
             assert status["Uid"].split()[0] == "65534" and status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
             for private in ("mem", "environ"):  # non-dumpable: root's, not the sandbox user's
                 assert os.stat(f"/proc/{child.host_pid}/{private}").st_uid == 0
-                assert os.stat(f"/proc/{server._pid}/{private}").st_uid == 0
+                assert os.stat(f"/proc/{server.server_pid}/{private}").st_uid == 0
             own = {name: (group / "cgroup.procs").read_text().split() for name, group in child.groups.items()}
             assert own == {"memory": [str(child.host_pid)], "pids": [str(child.host_pid)]}
-            servers = (server._sandbox.cgroup("pids") / "cgroup.procs").read_text().split()
+            servers = (server.sandbox.cgroup("pids") / "cgroup.procs").read_text().split()
             assert str(child.host_pid) not in servers
             seen.append((child.host_pid, list(child.groups.values())))
         assert _wait_gone([seen[-1][0]]) and not any(g.exists() for g in seen[-1][1])
@@ -172,7 +172,7 @@ def test_a_hang_and_a_memory_bomb_cost_their_own_job() -> None:
     n = 2**15  # an outer product of 4 GiB in a 1 GiB sandbox
     bomb = serialized(lambda x: (jnp.outer(x, x) + 1.0).cumsum(axis=0)[-1, :3], S((n,), F32))
     policy = SandboxPolicy(memory_bytes=2**30)
-    server = ForkServer(policy).start()
+    server = VerifierServer(policy).start()
     try:
         with Verifier(policy, server=server) as v:
             results = v.run([VerifierJob(id="forever", module=forever, calls=[[PyScalar(v=1.0)]]),
@@ -190,24 +190,28 @@ def test_a_hang_and_a_memory_bomb_cost_their_own_job() -> None:
 
 @kernel
 @full_sandbox
-def test_what_a_child_leaves_is_gone_before_the_next(server: ForkServer) -> None:
+def test_what_a_child_leaves_is_gone_before_the_next(server: VerifierServer) -> None:
     v = Verifier(POLICY, server=server).wait_ready()
-    tmp = Path(f"/proc/{server._pid}/root/tmp")
-    (server._scratch / "planted.py").write_text("print('hello')")  # as the child could
+    tmp = Path(f"/proc/{server.server_pid}/root/tmp")
+    (server.scratch / "planted.py").write_text("print('hello')")  # as the child could
     (tmp / "dir").mkdir()
     (tmp / "dir" / "f").write_text("x")
     os.symlink("/etc", tmp / "escape")  # a link out must be unlinked, not followed
     v.close()
-    assert list(server._scratch.iterdir()) == [] and list(tmp.iterdir()) == []
+    assert list(server.scratch.iterdir()) == []
+    # what is left of /tmp is the directory bwrap made for the scratch mount, if it is under /tmp
+    assert [p.name for p in tmp.iterdir()] == list(server._tmp_keep())
     assert Path("/etc/passwd").exists()
+    with Verifier(POLICY, server=server) as again:  # the scratch is still mounted for the next
+        assert again.run([quick_job()], timeout=30)["quick"].status == "ok"
 
 
 @kernel
 @full_sandbox
-def test_a_server_that_dies_is_replaced(server: ForkServer) -> None:
+def test_a_server_that_dies_is_replaced(server: VerifierServer) -> None:
     with Verifier(POLICY, server=server) as v:
         assert v.run([quick_job()], timeout=30)["quick"].status == "ok"
-    os.kill(server._pid, signal.SIGKILL)  # as a child of the same user could
+    os.kill(server.server_pid, signal.SIGKILL)  # as a child of the same user could
     with Verifier(POLICY, server=server) as v:
         assert v.run([quick_job()], timeout=30)["quick"].status == "ok"
     assert server.starts == 2
@@ -215,12 +219,12 @@ def test_a_server_that_dies_is_replaced(server: ForkServer) -> None:
 
 @kernel
 @full_sandbox
-def test_a_stopped_server_is_replaced(server: ForkServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.verifier import forkserver
+def test_a_stopped_server_is_replaced(server: VerifierServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader import forking
 
-    monkeypatch.setattr(forkserver, "FORK_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(forking, "FORK_TIMEOUT_S", 2.0)
     Verifier(POLICY, server=server).wait_ready().close()
-    os.kill(server._pid, signal.SIGSTOP)
+    os.kill(server.server_pid, signal.SIGSTOP)
     with Verifier(POLICY, server=server) as v:
         assert v.run([quick_job()], timeout=30)["quick"].status == "ok"
     assert server.starts == 2
@@ -229,11 +233,11 @@ def test_a_stopped_server_is_replaced(server: ForkServer, monkeypatch: pytest.Mo
 @kernel
 @full_sandbox
 def test_nothing_remains_after_the_server_is_killed() -> None:
-    server = ForkServer(POLICY).start()
+    server = VerifierServer(POLICY).start()
     child = Verifier(POLICY, server=server).wait_ready().process
-    groups = [*child.groups.values(), server._sandbox.cgroup("memory"), server._sandbox.cgroup("pids")]
+    groups = [*child.groups.values(), server.sandbox.cgroup("memory"), server.sandbox.cgroup("pids")]
     pids = [int(p) for p in (groups[-1] / "cgroup.procs").read_text().split()] + [child.host_pid]
-    scratch = server._scratch
+    scratch = server.scratch
     server.kill()
     assert _wait_gone(pids)
     assert not any(g.exists() for g in groups)
@@ -243,7 +247,7 @@ def test_nothing_remains_after_the_server_is_killed() -> None:
 
 @kernel
 def test_an_answered_job_starts_no_verifier() -> None:
-    server = ForkServer(None).start()
+    server = VerifierServer(None).start()
     answers = ResultCache()
     try:
         with Verifier(None, server=server, answers=answers) as v:

@@ -6,13 +6,14 @@ seccomp, rlimits, cgroups, scratch), imports JAX, NumPy and the runtime *without
 backend* (a process that forks after XLA has started its threads gives children that hang), and
 then waits on fd 0, a unix socket to the grader:
 
-    request   one byte, "F", with two file descriptors (SCM_RIGHTS): the new verifier's stdin
-              (a pipe's read end) and stdout (a pipe's write end)
+    request   one line of JSON (grader/forking.py's protocol), with two file descriptors
+              (SCM_RIGHTS): the new verifier's stdin (a pipe's read end) and stdout (a pipe's
+              write end)
     reply     one JSON line, {"pid": <the child's pid in this sandbox's namespace>}
 
 The child closes the socket, puts the two descriptors on fds 0 and 1 and runs `runtime.main()`,
 which warms the backend up and speaks the verifier's protocol. The grader moves it into cgroups
-of its own before it sends a job (client/forkserver.py), so each child has its own memory and
+of its own before it sends a job (grader/forking.py), so each child has its own memory and
 process limits and is killed with everything it started, as a fresh verifier is.
 
 This process runs no module: only the grader talks to it, and only its children read jobs.
@@ -38,6 +39,7 @@ import sys
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 MAX_FDS = 2
+MAX_REQUEST = 64 * 1024  # grader/forking.py's
 
 
 def _prctl(option: int, value: int) -> None:
@@ -48,19 +50,24 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _receive(control: socket.socket) -> tuple[bytes, list[int]]:
-    """One request: its byte and the descriptors that came with it (more than two are closed)."""
+    """One request: its line (empty when the grader has closed the socket) and the descriptors
+    that came with it (all closed unless there are exactly two)."""
     fds = array.array("i")
-    data, ancillary, _, _ = control.recvmsg(1, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
-    received: list[int] = []
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-            received.extend(fds)
+    line = bytearray()
+    while not line.endswith(b"\n") and len(line) <= MAX_REQUEST:
+        data, ancillary, _, _ = control.recvmsg(MAX_REQUEST, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+        if not data:
+            break
+        line += data
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    received = list(fds)
     if len(received) != MAX_FDS:
         for fd in received:
             os.close(fd)
-        return data, []
-    return data, received
+        received = []
+    return bytes(line), received
 
 
 def _child(control: socket.socket, stdin_fd: int, stdout_fd: int) -> None:
@@ -115,7 +122,7 @@ def main() -> int:
             return 1
         if not data:
             return 0  # the grader closed its end
-        if data != b"F" or not fds:
+        if not data.endswith(b"\n") or not fds:
             control.sendall(b'{"pid": null}\n')
             continue
         pid = os.fork()

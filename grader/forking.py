@@ -1,0 +1,430 @@
+"""A fork server in a sandbox: a process that has imported what its children need, and forks one
+child per request, each moved into cgroups of its own. The verifier's and the kernel's are this.
+
+A fresh kernel or verifier spends most of its boot importing (IPython, ipykernel, JAX: about 1 of
+1.2 CPU s). A server does that once per batch worker, in the sandbox a fresh process would get
+(grader/sandbox.py), *without starting a JAX backend* (a process that forks after XLA has started
+its threads gives children that hang); each child is then a fork of it. The child is isolated as a
+fresh process would be, layer by layer:
+
+    namespaces, user, seccomp, rlimits
+                the server's own, inherited at fork (the same bwrap namespaces, unprivileged
+                user, no_new_privs, system-call filter; RLIMIT_CPU counts from zero in a child).
+                Only one child is alive at a time: `fork` kills the last one first, and a batch
+                worker grades one submission at a time, so no two students ever share them at
+                once. What a namespace would keep after a child is gone is closed too: the
+                filter refuses SysV IPC and POSIX message queues (grader/seccomp.py), and the
+                server is non-dumpable (so are its children), so no child can open its memory
+                or another child's through /proc; ptrace is refused already
+    cgroups     its own memory and pids cgroups with the policy's limits, which the grader moves
+                it into as soon as the server answers, before it is handed any work; killing it
+                empties them, so whatever it started goes with it
+    scratch     the server's scratch directory and private /tmp, emptied by the grader after each
+                child is killed, before the next is forked
+
+The server runs nothing of a student's. A child that kills or stops it only ends its own sandbox
+(and itself): the next fork fails within FORK_TIMEOUT_S and a new server is started, which costs
+the next student time, never a verdict.
+
+The protocol, on the server's fd 0 (a unix socket): the server's first line is {"ready": true,
+...}; then each request is one message (a line of JSON, at most MAX_REQUEST bytes, with file
+descriptors as SCM_RIGHTS if the child needs any) and each answer one line, {"pid": <the child's
+pid in the server's namespace>}.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from grader import lifetime
+from grader.errors import KernelError
+from grader.sandbox import ENV_PASSED, Sandbox, SandboxPolicy, available, create_cgroups, empty_and_remove
+
+FORK_TIMEOUT_S = 10.0
+BOOT_TIMEOUT_S = 60.0
+MAX_REQUEST = 64 * 1024
+_MAX_REPLY = 300
+_READ_CHUNK = 4096
+
+
+class ForkFailed(KernelError):
+    """No server could fork a child: the machine's fault, not a student's."""
+
+
+def usable(policy: SandboxPolicy | None) -> bool:
+    """Whether children can be forked with every layer a fresh process would have: unsandboxed,
+    or with the whole sandbox (a child's cgroups need root, and its pid is found through them)."""
+    return policy is None or available().sandboxed
+
+
+def _ns_pids(pid: int) -> tuple[list[int], int] | None:
+    """(the process's pid in each of its namespaces, outermost first; its parent's pid here)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    try:
+        return [int(x) for x in fields["NSpid"].split()], int(fields["PPid"].split()[0])
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def _empty(directory: Path, keep: Sequence[str] = ()) -> None:
+    """Remove what is inside a directory but `keep` (never following a link out of it)."""
+    try:
+        entries = [e for e in os.scandir(directory) if e.name not in keep]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)  # fd-based: links are unlinked
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X", "x")
+
+
+class Child:
+    """A forked child as the grader sees it: its pid here and its cgroups."""
+
+    def __init__(self, server: ForkServer, pid: int, groups: dict[str, Path]):
+        self.server = server
+        self.pid = pid
+        self.groups = groups
+        self.killed = False
+
+    def alive(self) -> bool:
+        """Running (in its own cgroup, where it has one: a pid alone could have been reused)."""
+        if self.killed or not _alive(self.pid):
+            return False
+        return not self.groups or self.pid in self.processes()
+
+    def processes(self) -> list[int]:
+        """Every process of its cgroup (just itself without cgroups)."""
+        group = self.groups.get("pids")
+        if group is None:
+            return [self.pid] if _alive(self.pid) else []
+        try:
+            return [int(x) for x in (group / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def out_of_memory(self) -> bool:
+        group = self.groups.get("memory")
+        if group is None:
+            return False
+        try:
+            control = (group / "memory.oom_control").read_text()
+            failcnt = int((group / "memory.failcnt").read_text())
+        except (OSError, ValueError):
+            return False
+        kills = [line.split()[1] for line in control.splitlines() if line.startswith("oom_kill ")]
+        return failcnt > 0 or (bool(kills) and kills[0] != "0")
+
+    def peak_memory_bytes(self) -> int | None:
+        group = self.groups.get("memory")
+        try:
+            return int((group / "memory.max_usage_in_bytes").read_text()) if group else None
+        except (OSError, ValueError):
+            return None
+
+    def kill(self) -> None:
+        """Kill it and all it started, remove its cgroups, empty the server's scratch. Idempotent."""
+        if self.killed:
+            return
+        self.killed = True
+        if self.groups:
+            for group in self.groups.values():
+                empty_and_remove(group)
+        else:  # unsandboxed: its own session (the server's children call setsid)
+            for kill in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
+                try:
+                    kill()
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self.server.child_gone(self)
+
+
+class ForkServer:
+    """A fork server in a sandbox of its own. `fork(request, fds)` gives a `Child`."""
+
+    def __init__(self, command: Sequence[str], runtime_dir: Path, policy: SandboxPolicy | None, *,
+                 name: str, boot_timeout: float = BOOT_TIMEOUT_S, keep: Sequence[str] = (),
+                 scratch: Callable[[], Path] | None = None):
+        """`command` starts the server (its fd 0 is the socket); `runtime_dir` is bound read-only
+        in its sandbox; `keep` names what the grader puts in the scratch that is not to be
+        emptied between children; `scratch` makes the scratch directory (a fresh one under
+        TMPDIR, tagged with this process's pid, by default)."""
+        if not usable(policy):
+            raise ValueError("a fork server needs the whole sandbox or none")
+        self.command = list(command)
+        self.runtime_dir = runtime_dir
+        self.policy = policy
+        self.name = name
+        self.boot_timeout = boot_timeout
+        self.keep = tuple(keep)
+        self._make_scratch = scratch or (lambda: Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-{name}-")))
+        self.starts = 0  # servers started (more than one: a child or a fault ended one)
+        self.forks = 0
+        self.ready_info: dict = {}
+        self.scratch: Path | None = None
+        self._popen: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._buffer = bytearray()
+        self._sandbox: Sandbox | None = None
+        self._pid: int | None = None  # the server's own pid here, once a child has named it
+        self._child: Child | None = None
+        self._ready = False
+        self._started_at = 0.0
+
+    # ------------------------------------------------------------------ the server
+
+    def start(self) -> ForkServer:
+        """Start the server (it imports meanwhile); no-op if it is running."""
+        if self._popen is not None:
+            return self
+        self.starts += 1
+        self.scratch = self._make_scratch()  # tagged with our pid: sandbox.sweep finds it
+        lifetime.track(self)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.scratch), "PYTHONDONTWRITEBYTECODE": "1",
+               "JAX_PLATFORMS": "cpu"}
+        env.update({name: os.environ[name] for name in ENV_PASSED if name in os.environ})
+        command = self.command
+        try:
+            if self.policy is not None:
+                self._sandbox = Sandbox(self.scratch, self.policy, available(), runtime_dir=self.runtime_dir)
+                self._sandbox.prepare()
+                command = self._sandbox.wrap(command)
+            self._popen = subprocess.Popen(
+                command, stdin=theirs, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd=self.scratch, env=env, start_new_session=True)
+        except BaseException as exc:
+            ours.close()
+            self.kill()
+            if not isinstance(exc, Exception):
+                raise
+            raise ForkFailed(f"could not start the {self.name} fork server: {type(exc).__name__}: {exc}") from None
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._control = ours
+        self._started_at = time.monotonic()
+        return self
+
+    def _line(self, deadline: float) -> dict:
+        """The server's next line, as a JSON object (TimeoutError, ConnectionError, ValueError)."""
+        assert self._control is not None
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > _MAX_REPLY:
+                raise ValueError("a line too long")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            poll = select_poll(self._control.fileno())
+            if not poll.poll(max(1, int(left * 1000))):
+                continue
+            try:
+                chunk = self._control.recv(_READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise ConnectionError("the server closed its socket")
+            self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        value = json.loads(line.decode("utf-8"))
+        if not isinstance(value, dict):
+            raise ValueError("not an object")
+        return value
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
+        try:
+            ready = self._line(self._started_at + self.boot_timeout)
+            if ready.get("ready") is not True:
+                raise ValueError("not a ready line")
+        except (TimeoutError, ConnectionError, ValueError, UnicodeDecodeError, OSError) as exc:
+            self.kill()
+            raise ForkFailed(f"the {self.name} fork server did not start ({type(exc).__name__})") from None
+        self.ready_info = ready
+        self._ready = True
+
+    def alive(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def child_gone(self, child: Child) -> None:
+        """A child was killed: empty the scratch and /tmp it shared with the server."""
+        if self._child is child:
+            self._child = None
+        if self.scratch is not None:
+            _empty(self.scratch, self.keep)
+        if self._pid is not None and self.policy is not None:
+            _empty(Path(f"/proc/{self._pid}/root/tmp"), self._tmp_keep())
+
+    def _tmp_keep(self) -> tuple[str, ...]:
+        """The sandbox's /tmp holds the directories bwrap made for the scratch mount when the
+        scratch is under /tmp (root's, not the child's to write): removing one from here would
+        detach the mount in the sandbox."""
+        try:
+            inside = self.scratch.relative_to("/tmp") if self.scratch else None
+        except ValueError:
+            return ()
+        return (inside.parts[0],) if inside and inside.parts else ()
+
+    def vacate(self) -> None:
+        """Kill the current child, if any, and empty what it shared (before the grader puts the
+        next child's files in the scratch)."""
+        if self._child is not None:
+            self._child.kill()
+
+    def fork(self, request: dict, fds: Sequence[int] = (), *, retry: bool = True) -> Child:
+        """A new child (the last one is killed first). A server that does not answer is replaced
+        once (`retry`); ForkFailed when no server can fork."""
+        data = (json.dumps(request) + "\n").encode()
+        if len(data) > MAX_REQUEST:
+            raise ValueError("a fork request over MAX_REQUEST bytes")
+        for attempt in (1, 2) if retry else (2,):
+            self.vacate()  # one child at a time
+            self.start()
+            try:
+                self._wait_ready()
+                return self._fork(data, fds)
+            except ForkFailed:
+                self.kill()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _fork(self, data: bytes, fds: Sequence[int]) -> Child:
+        assert self._control is not None
+        deadline = time.monotonic() + FORK_TIMEOUT_S
+        try:
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
+            self._send(data, ancillary, deadline)
+            reply = self._line(deadline)
+        except (OSError, TimeoutError, ValueError, UnicodeDecodeError) as exc:
+            raise ForkFailed(f"the {self.name} fork server did not fork ({type(exc).__name__})") from None
+        pid = reply.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            raise ForkFailed(f"the {self.name} fork server did not fork")
+        host_pid = self._host_pid(pid)
+        groups: dict[str, Path] = {}
+        if self.policy is not None:
+            try:
+                groups = create_cgroups(self.policy)
+                for group in groups.values():
+                    (group / "cgroup.procs").write_text(str(host_pid))
+            except BaseException:
+                for group in groups.values():
+                    empty_and_remove(group)
+                os.kill(host_pid, signal.SIGKILL)
+                raise
+        self.forks += 1
+        self._child = Child(self, host_pid, groups)
+        return self._child
+
+    def _send(self, data: bytes, ancillary: list, deadline: float) -> None:
+        assert self._control is not None
+        poll = select_poll(self._control.fileno(), out=True)
+        view = memoryview(data)
+        first = True
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if not poll.poll(max(1, int(left * 1000))):
+                continue
+            try:
+                sent = self._control.sendmsg([view], ancillary if first else [])
+            except BlockingIOError:
+                continue
+            first = False
+            view = view[sent:]
+
+    def _host_pid(self, ns_pid: int) -> int:
+        """The child's pid here: the process of the server's sandbox whose own namespace calls
+        it `ns_pid` (the server is trusted and the child has run nothing of a student's yet)."""
+        if self.policy is None:
+            return ns_pid
+        assert self._sandbox is not None
+        group = self._sandbox.cgroup("pids")
+        try:
+            procs = [int(x) for x in (group / "cgroup.procs").read_text().split()] if group else []
+        except OSError:
+            procs = []
+        for pid in procs:
+            ids = _ns_pids(pid)
+            if ids is not None and len(ids[0]) > 1 and ids[0][-1] == ns_pid:
+                self._pid = ids[1]
+                return pid
+        raise ForkFailed(f"the forked child is not in the {self.name} fork server's sandbox")
+
+    def kill(self) -> None:
+        """Kill the server, its child and its sandbox. Idempotent; `start` may follow."""
+        lifetime.untrack(self)
+        if self._child is not None:
+            self._child.kill()
+        popen, self._popen = self._popen, None
+        if popen is not None:
+            try:
+                os.killpg(popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            popen.kill()
+            try:
+                popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        self._buffer = bytearray()
+        self._ready = False
+        self._pid = None
+        if self._sandbox is not None:
+            self._sandbox.cleanup()
+            self._sandbox = None
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+    close = kill
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        return self._sandbox
+
+    @property
+    def server_pid(self) -> int | None:
+        """The server's pid here (known once it has forked in a sandbox)."""
+        return self._pid
+
+
+def select_poll(fd: int, out: bool = False):
+    import select
+
+    poll = select.poll()
+    poll.register(fd, (select.POLLOUT if out else select.POLLIN) | select.POLLHUP | select.POLLERR)
+    return poll

@@ -1,0 +1,164 @@
+"""Kernels forked from a warm kernel server (grader/kernel_server.py, grader/forking.py).
+
+Each test attacks what a fork shares with the server and with the kernels before and after it:
+the kernel must be as isolated as a fresh one (user, filter, cgroups of its own), must not see
+what the last one left (files in its scratch and /tmp, processes, IPC objects), must not reach
+the server's memory, and a server it kills or stops is replaced. JAX is imported already, but
+its backend starts in the kernel, so the XLA_FLAGS a student sets still apply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.kernel import Kernel
+from grader.kernel_server import KernelServer
+from grader.sandbox import SandboxPolicy, available
+
+ISOLATION = available()
+POLICY = SandboxPolicy()
+pytestmark = [pytest.mark.kernel,
+              pytest.mark.skipif(not ISOLATION.sandboxed,
+                                 reason=f"the full sandbox is not available here: {ISOLATION.missing}")]
+
+
+@pytest.fixture
+def server():
+    s = KernelServer(POLICY).start()
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+def _value(kernel: Kernel, expression: str) -> object:
+    """Evaluate in the kernel; the value comes back as the error text of a deliberate raise."""
+    run = kernel.run(f"import json as _j\nraise ValueError(_j.dumps({expression}))", 60)
+    assert run.status == "error" and run.ename == "ValueError", run
+    return json.loads(run.evalue)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_forked_kernel_is_isolated_as_a_fresh_one(server: KernelServer) -> None:
+    with Kernel(sandbox=POLICY, server=server) as kernel:
+        facts = _value(kernel, """{
+            "uid": __import__("os").getuid(),
+            "status": [l.split(":")[0] + l.split(":")[1].strip() for l in open("/proc/self/status")
+                       if l.startswith(("Seccomp:", "NoNewPrivs:"))],
+            "cwd": __import__("os").getcwd(), "path0": __import__("sys").path[0],
+            "jax_imported": "jax" in __import__("sys").modules,
+            "backends": len(__import__("jax")._src.xla_bridge._backends)}""")
+        process = kernel._km.provisioner.process
+        groups = process.child.groups
+        own = {name: (g / "cgroup.procs").read_text().split() for name, g in groups.items()}
+        server_procs = (server.sandbox.cgroup("pids") / "cgroup.procs").read_text().split()
+    assert facts["uid"] == 65534 and sorted(facts["status"]) == ["NoNewPrivs1", "Seccomp2"]
+    assert facts["cwd"] == str(server.scratch) and facts["path0"] == ""
+    assert facts["jax_imported"] is True and facts["backends"] == 0  # no backend before first use
+    assert own["pids"] == [str(process.pid)] and own["memory"] == [str(process.pid)]
+    assert str(process.pid) not in server_procs
+    assert not any(g.exists() for g in groups.values())
+
+
+def test_the_students_xla_flags_still_apply(server: KernelServer) -> None:
+    with Kernel(sandbox=POLICY, server=server) as kernel:
+        run = kernel.run("import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=3'\n"
+                         "import jax\nassert len(jax.devices()) == 3, jax.devices()", 60)
+        assert run.status == "ok", run
+
+
+LEAVE_BEHIND = r"""
+import ctypes, errno, os, subprocess
+open("planted.py", "w").write("LEFT = 1")
+open("/tmp/left.txt", "w").write("secret")
+os.mkdir("/tmp/dir")
+subprocess.Popen(["sleep", "300"], start_new_session=True)
+libc = ctypes.CDLL(None, use_errno=True)
+ipc = {"shmget": libc.shmget(0, 4096, 0o1666), "semget": libc.semget(0, 1, 0o1666),
+       "msgget": libc.msgget(0, 0o1666)}
+errors = {name: ctypes.get_errno() if value < 0 else 0 for name, value in ipc.items()}
+"""
+
+
+def test_the_next_kernel_sees_nothing_the_last_one_left(server: KernelServer) -> None:
+    with Kernel(sandbox=POLICY, server=server) as first:
+        assert first.run(LEAVE_BEHIND, 60).status == "ok"
+        errors = _value(first, "errors")
+        server_pid = server.server_pid
+        reads = _value(first, '(lambda os: [os.access(f"/proc/{os.getppid()}/{name}", os.R_OK) '
+                              'for name in ("mem", "environ")])(__import__("os"))')
+        first_pid = first._km.provisioner.process.pid
+    assert errors == {"shmget": 1, "semget": 1, "msgget": 1}  # EPERM: IPC objects would outlive it
+    assert reads == [False, False]  # the server (its parent) is non-dumpable
+    assert server_pid is not None and os.stat(f"/proc/{server_pid}/mem").st_uid == 0  # non-dumpable
+    assert _gone(first_pid)
+    with Kernel(sandbox=POLICY, server=server) as second:
+        seen = _value(second, """{
+            "files": sorted(__import__("os").listdir(".")), "tmp": sorted(__import__("os").listdir("/tmp")),
+            "sleepers": [p for p in __import__("os").listdir("/proc") if p.isdigit()
+                         and open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep")]}""")
+        planted = second.run("import planted", 30)
+    assert "planted.py" not in seen["files"] and "left.txt" not in seen["tmp"] and "dir" not in seen["tmp"]
+    assert seen["sleepers"] == []
+    assert planted.status == "error" and planted.ename == "ModuleNotFoundError"
+    assert server.starts == 1 and server.forks == 2
+
+
+def test_a_kernel_that_kills_the_server_costs_only_itself(server: KernelServer) -> None:
+    with Kernel(sandbox=POLICY, server=server) as first:
+        first.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", 30)  # the server is its parent
+    with Kernel(sandbox=POLICY, server=server) as second:
+        assert second.run("x = 1 + 1", 30).status == "ok"
+    assert server.starts == 2
+
+
+def test_a_kernel_that_stops_the_server_costs_only_itself(server: KernelServer, monkeypatch) -> None:
+    from grader import forking
+
+    monkeypatch.setattr(forking, "FORK_TIMEOUT_S", 2.0)
+    with Kernel(sandbox=POLICY, server=server) as first:
+        first.run("import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)", 30)
+    with Kernel(sandbox=POLICY, server=server) as second:
+        assert second.run("x = 1 + 1", 30).status == "ok"
+    assert server.starts == 2
+
+
+def test_a_dying_kernel_and_its_strays(server: KernelServer) -> None:
+    with Kernel(sandbox=POLICY, server=server) as kernel:
+        assert kernel.run("import subprocess\np = subprocess.Popen(['sleep', '300'])", 30).status == "ok"
+        assert kernel.stop_strays() == 1
+        assert kernel.run("assert p.wait(timeout=5) < 0", 30).status == "ok"  # killed, the kernel lives
+        died = kernel.run("import os\nos._exit(3)", 30)
+        assert died.status == "died"
+    with Kernel(sandbox=POLICY, server=server) as kernel:
+        assert kernel.run("x = 1", 30).status == "ok"
+
+
+def test_nothing_remains_after_the_server_is_killed() -> None:
+    server = KernelServer(POLICY).start()
+    kernel = Kernel(sandbox=POLICY, server=server).start()
+    process = kernel._km.provisioner.process
+    groups = [*process.child.groups.values(), server.sandbox.cgroup("memory"), server.sandbox.cgroup("pids")]
+    pids = [int(p) for p in (groups[-1] / "cgroup.procs").read_text().split()] + [process.pid]
+    scratch = server.scratch
+    server.kill()
+    deadline = time.monotonic() + 5
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(p) for p in pids)
+    assert not any(g.exists() for g in groups)
+    assert str(scratch) not in Path("/proc/self/mounts").read_text() and not scratch.exists()
+    kernel.close()  # after its server: nothing left to do, no error
