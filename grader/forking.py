@@ -27,7 +27,7 @@ The server runs nothing of a student's. A child that kills or stops it only ends
 the next student time, never a verdict.
 
 The protocol, on the server's fd 0 (a unix socket): the server's first line is {"ready": true,
-...}; then each request is one message (a line of JSON, at most MAX_REQUEST bytes, with file
+"pid": <its pid in its namespace>}; then each request is one message (a line of JSON, at most MAX_REQUEST bytes, with file
 descriptors as SCM_RIGHTS if the child needs any) and each answer one line, {"pid": <the child's
 pid in the server's namespace>}.
 """
@@ -94,6 +94,48 @@ def _empty(directory: Path, keep: Sequence[str] = ()) -> None:
                 os.unlink(entry.path)
         except OSError:
             pass
+
+
+def _ioprio(pid: int) -> int | None:
+    """The I/O priority of a process (ioprio_get, as root), where the syscall is known."""
+    import ctypes
+    import platform
+
+    number = {"x86_64": 252, "aarch64": 31}.get(platform.machine())
+    if number is None:
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).syscall(number, 1, pid)  # IOPRIO_WHO_PROCESS
+    except (OSError, AttributeError):
+        return None
+
+
+def _process_state(pid: int) -> tuple | None:
+    """What a child inherits from the server at fork and another process of its user could
+    change: the resource limits (prlimit), the scheduling priority, policy and nice value
+    (setpriority, sched_setscheduler), the allowed CPUs and memory nodes (sched_setaffinity) and
+    the I/O priority (ioprio_set)."""
+    try:
+        limits = Path(f"/proc/{pid}/limits").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except (OSError, IndexError):
+        return None
+    allowed = tuple(line for line in status if line.startswith(("Cpus_allowed_list", "Mems_allowed_list")))
+    return limits, tuple(stat[i] for i in (15, 16, 37, 38)), allowed, _ioprio(pid)  # fields 18, 19, 40, 41
+
+
+def _reset_directory(path: Path, uid: int, gid: int, mode: int) -> bool:
+    """Give a scratch directory back its owner and mode and drop its extended attributes;
+    False if that could not be done."""
+    try:
+        os.chown(path, uid, gid)  # the mount point on the host: the child cannot replace it
+        os.chmod(path, mode)
+        for name in os.listxattr(path, follow_symlinks=False):
+            os.removexattr(path, name, follow_symlinks=False)
+        return not os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def _alive(pid: int) -> bool:
@@ -196,6 +238,9 @@ class ForkServer:
         self._child: Child | None = None
         self._ready = False
         self._started_at = 0.0
+        self._baseline: tuple | None = None  # the server's limits, priority and CPUs when ready
+        self._tainted = False  # a child changed what the next would inherit: replace the server
+        self._scratch_mode = 0o700
 
     # ------------------------------------------------------------------ the server
 
@@ -270,18 +315,37 @@ class ForkServer:
             raise ForkFailed(f"the {self.name} fork server did not start ({type(exc).__name__})") from None
         self.ready_info = ready
         self._ready = True
+        if self.policy is not None:
+            ns_pid = ready.get("pid")
+            found = self._find(ns_pid) if isinstance(ns_pid, int) and not isinstance(ns_pid, bool) else None
+            if found is None:
+                self.kill()
+                raise ForkFailed(f"the {self.name} fork server is not in its sandbox")
+            self._pid = found[0]
+            self._baseline = _process_state(self._pid)
+            self._scratch_mode = os.stat(self.scratch).st_mode & 0o7777  # as the sandbox made it
 
     def alive(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
 
     def child_gone(self, child: Child) -> None:
-        """A child was killed: empty the scratch and /tmp it shared with the server."""
+        """A child was killed: put back what it shared with the server, the scratch directory
+        (emptied, and its owner, mode and extended attributes reset) and /tmp (emptied); if it
+        changed the server itself (its limits, priority, CPUs) or any of that cannot be undone,
+        the server is killed, so the next child comes from a new one."""
         if self._child is child:
             self._child = None
+        restored = True
         if self.scratch is not None:
             _empty(self.scratch, self.keep)
+            if self.policy is not None:
+                restored = _reset_directory(self.scratch, self.policy.uid, self.policy.gid, self._scratch_mode)
         if self._pid is not None and self.policy is not None:
-            _empty(Path(f"/proc/{self._pid}/root/tmp"), self._tmp_keep())
+            if self._is_server(self._pid):  # never a recycled pid: its /tmp could be the host's
+                _empty(Path(f"/proc/{self._pid}/root/tmp"), self._tmp_keep())
+            restored = restored and _process_state(self._pid) == self._baseline
+        if not restored:
+            self._tainted = True
 
     def _tmp_keep(self) -> tuple[str, ...]:
         """The sandbox's /tmp holds the directories bwrap made for the scratch mount when the
@@ -295,9 +359,34 @@ class ForkServer:
 
     def vacate(self) -> None:
         """Kill the current child, if any, and empty what it shared (before the grader puts the
-        next child's files in the scratch)."""
+        next child's files in the scratch); a server the child changed is killed."""
         if self._child is not None:
             self._child.kill()
+        if self._tainted:
+            self.kill()
+
+    def _is_server(self, pid: int) -> bool:
+        """`pid` is still the server: alive, in the server's own sandbox cgroup."""
+        group = self._sandbox.cgroup("pids") if self._sandbox else None
+        try:
+            members = (group / "cgroup.procs").read_text().split() if group else []
+        except OSError:
+            return False
+        return self.alive() and str(pid) in members and _alive(pid)
+
+    def _find(self, ns_pid: int) -> tuple[int, int] | None:
+        """(pid here, parent's pid here) of the process of the server's sandbox whose own
+        namespace calls it `ns_pid`."""
+        group = self._sandbox.cgroup("pids") if self._sandbox else None
+        try:
+            procs = [int(x) for x in (group / "cgroup.procs").read_text().split()] if group else []
+        except OSError:
+            procs = []
+        for pid in procs:
+            ids = _ns_pids(pid)
+            if ids is not None and len(ids[0]) > 1 and ids[0][-1] == ns_pid:
+                return pid, ids[1]
+        return None
 
     def fork(self, request: dict, fds: Sequence[int] = (), *, retry: bool = True) -> Child:
         """A new child (the last one is killed first). A server that does not answer is replaced
@@ -368,17 +457,9 @@ class ForkServer:
         it `ns_pid` (the server is trusted and the child has run nothing of a student's yet)."""
         if self.policy is None:
             return ns_pid
-        assert self._sandbox is not None
-        group = self._sandbox.cgroup("pids")
-        try:
-            procs = [int(x) for x in (group / "cgroup.procs").read_text().split()] if group else []
-        except OSError:
-            procs = []
-        for pid in procs:
-            ids = _ns_pids(pid)
-            if ids is not None and len(ids[0]) > 1 and ids[0][-1] == ns_pid:
-                self._pid = ids[1]
-                return pid
+        found = self._find(ns_pid)
+        if found is not None and found[1] == self._pid:
+            return found[0]
         raise ForkFailed(f"the forked child is not in the {self.name} fork server's sandbox")
 
     def kill(self) -> None:
@@ -403,6 +484,8 @@ class ForkServer:
         self._buffer = bytearray()
         self._ready = False
         self._pid = None
+        self._baseline = None
+        self._tainted = False
         if self._sandbox is not None:
             self._sandbox.cleanup()
             self._sandbox = None

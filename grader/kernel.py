@@ -283,6 +283,7 @@ class Kernel:
         self._km: AsyncKernelManager | None = None
         self._client: Any = None
         self.alive = False
+        self._retried = False
 
     def launch(self) -> Kernel:
         """Spawn the kernel process and return at once: it boots while the grader plans."""
@@ -293,7 +294,8 @@ class Kernel:
         try:
             return self._launch()
         except KernelStartFailed:
-            return self._launch()  # the server was killed: a new one, in a new scratch directory
+            self._server.kill()  # whatever the last child left in it: a new server, a new scratch
+            return self._launch()
 
     def _launch(self) -> Kernel:
         if self._server is not None:
@@ -326,9 +328,20 @@ class Kernel:
         return self
 
     def start(self) -> Kernel:
-        """Launch (if not yet) and wait until the kernel answers."""
+        """Launch (if not yet) and wait until the kernel answers. A forked kernel that does not
+        answer is tried once more from a new server (the last child may have broken this one)."""
         if self.alive:
             return self
+        if self._server is not None and not self._retried:
+            try:
+                return self._start()
+            except KernelStartFailed:
+                self._retried = True
+                self.kill()
+                self._server.kill()
+        return self._start()
+
+    def _start(self) -> Kernel:
         self.launch()
         from nbformat.v4 import new_notebook
 
@@ -450,8 +463,8 @@ class Kernel:
         if km is None:
             return
         process = getattr(getattr(km, "provisioner", None), "process", None)
-        if process is not None and process.poll() is None:
-            process.kill()  # SIGKILL: jupyter_client's shutdown would poll for a while first
+        if process is not None and (process.poll() is None or self._server is not None):
+            process.kill()  # a forked one even when dead: that also removes its cgroups  # SIGKILL: jupyter_client's shutdown would poll for a while first
             process.wait(timeout=10)
         try:
             if client is not None:

@@ -162,3 +162,43 @@ def test_nothing_remains_after_the_server_is_killed() -> None:
     assert not any(g.exists() for g in groups)
     assert str(scratch) not in Path("/proc/self/mounts").read_text() and not scratch.exists()
     kernel.close()  # after its server: nothing left to do, no error
+
+
+CHANGE_THE_SERVER = {  # found by an attack: what a kernel can do to its parent, the server (same uid)
+    "limits": "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (24, 24))",
+    "priority": "import os\nos.setpriority(os.PRIO_PROCESS, os.getppid(), 19)",
+    "cpus": "import os\nos.sched_setaffinity(os.getppid(), {0})",
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGE_THE_SERVER))
+def test_a_server_a_kernel_changed_is_replaced(server: KernelServer, change: str) -> None:
+    with Kernel(sandbox=POLICY, server=server) as first:
+        assert first.run(CHANGE_THE_SERVER[change], 30).status == "ok"
+    with Kernel(sandbox=POLICY, server=server) as second:
+        facts = _value(second, """{
+            "nofile": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
+            "nice": __import__("os").getpriority(__import__("os").PRIO_PROCESS, 0),
+            "cpus": len(__import__("os").sched_getaffinity(0))}""")
+    assert facts == {"nofile": POLICY.open_files, "nice": 0, "cpus": len(os.sched_getaffinity(0))}
+    assert server.starts == 2
+
+
+def test_the_scratch_directory_is_given_back_as_it_was(server: KernelServer) -> None:
+    with Kernel(sandbox=POLICY, server=server) as first:
+        assert first.run("import os\nos.setxattr('.', 'user.planted', b'from the last student')\n"
+                         "os.chmod('.', 0o000)", 30).status == "ok"
+    with Kernel(sandbox=POLICY, server=server) as second:  # it could not read its connection file
+        facts = _value(second, """{"xattrs": __import__("os").listxattr("."),
+                                   "mode": oct(__import__("os").stat(".").st_mode & 0o7777)}""")
+    assert facts == {"xattrs": [], "mode": oct(server._scratch_mode)}
+    assert server.starts == 1
+
+
+def test_a_pid_that_is_no_longer_the_server_is_never_cleaned(server: KernelServer) -> None:
+    """After a server dies its pid may be reused by a process whose root is the host's: the
+    grader empties /proc/PID/root/tmp only while PID is the server, in the server's cgroup."""
+    with Kernel(sandbox=POLICY, server=server):
+        pid = server.server_pid
+        assert pid is not None and server._is_server(pid)
+        assert not server._is_server(os.getpid())

@@ -97,7 +97,7 @@ def main() -> int:
     import numpy  # noqa: F401
     import zmq  # noqa: F401
 
-    control.sendall((json.dumps({"ready": True, "jax": jax.__version__}) + "\n").encode())
+    control.sendall((json.dumps({"ready": True, "jax": jax.__version__, "pid": os.getpid()}) + "\n").encode())
     while True:
         try:
             line = _receive(control)

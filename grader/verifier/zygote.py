@@ -114,7 +114,7 @@ def main() -> int:
 
     import runtime  # noqa: F401
 
-    control.sendall((json.dumps({"ready": True, "jax": jax.__version__}) + "\n").encode())
+    control.sendall((json.dumps({"ready": True, "jax": jax.__version__, "pid": os.getpid()}) + "\n").encode())
     while True:
         try:
             data, fds = _receive(control)
