@@ -80,20 +80,64 @@ def _ns_pids(pid: int) -> tuple[list[int], int] | None:
         return None
 
 
-def _empty(directory: Path, keep: Sequence[str] = ()) -> None:
-    """Remove what is inside a directory but `keep` (never following a link out of it)."""
+MAX_LEFT_ENTRIES = 2_000  # what a child may leave for the grader to remove; more: a new server
+MAX_LEFT_DEPTH = 16
+
+
+def _empty(directory: Path, keep: Sequence[str] = ()) -> bool:
+    """Remove what is inside a directory but `keep`, never following a link out of it, and
+    never walking more than MAX_LEFT_ENTRIES entries or MAX_LEFT_DEPTH levels (a child can make
+    millions of files, or a tree deeper than any path): True only if it is empty but `keep`
+    afterwards. Past the bounds the caller replaces the server, whose tmpfs mounts go whole."""
+    budget = [MAX_LEFT_ENTRIES]
+
+    def remove_inside(fd: int, depth: int, skip: Sequence[str]) -> bool:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.name in skip:
+                    continue
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return False
+                if entry.is_dir(follow_symlinks=False):
+                    if depth >= MAX_LEFT_DEPTH:
+                        return False
+                    sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                    try:
+                        if not remove_inside(sub, depth + 1, ()):
+                            return False
+                    finally:
+                        os.close(sub)
+                    os.rmdir(entry.name, dir_fd=fd)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+        return True
+
     try:
-        entries = [e for e in os.scandir(directory) if e.name not in keep]
+        top = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
-        return
-    for entry in entries:
+        return False
+    try:
+        if not remove_inside(top, 0, keep):
+            return False
+        with os.scandir(top) as left:
+            return all(entry.name in keep for entry in left)
+    except OSError:
+        return False
+    finally:
+        os.close(top)
+
+
+def _sockets(pid: int) -> tuple[int, ...] | None:
+    """How many sockets the network namespace of `pid` lists, per kind: a closed TCP connection
+    stays there (TIME_WAIT) after its process is gone, visible to the next child."""
+    counts = []
+    for kind in ("tcp", "tcp6", "udp", "udp6", "raw", "raw6", "unix", "packet"):
         try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)  # fd-based: links are unlinked
-            else:
-                os.unlink(entry.path)
+            counts.append(len(Path(f"/proc/{pid}/net/{kind}").read_text().splitlines()))
         except OSError:
-            pass
+            counts.append(-1)
+    return tuple(counts)
 
 
 def _ioprio(pid: int) -> int | None:
@@ -239,6 +283,7 @@ class ForkServer:
         self._ready = False
         self._started_at = 0.0
         self._baseline: tuple | None = None  # the server's limits, priority and CPUs when ready
+        self._sockets: tuple[int, ...] | None = None  # and the sockets of its network namespace
         self._tainted = False  # a child changed what the next would inherit: replace the server
         self._scratch_mode = 0o700
 
@@ -323,6 +368,7 @@ class ForkServer:
                 raise ForkFailed(f"the {self.name} fork server is not in its sandbox")
             self._pid = found[0]
             self._baseline = _process_state(self._pid)
+            self._sockets = _sockets(self._pid)
             self._scratch_mode = os.stat(self.scratch).st_mode & 0o7777  # as the sandbox made it
 
     def alive(self) -> bool:
@@ -332,17 +378,19 @@ class ForkServer:
         """A child was killed: put back what it shared with the server, the scratch directory
         (emptied, and its owner, mode and extended attributes reset) and /tmp (emptied); if it
         changed the server itself (its limits, priority, CPUs) or any of that cannot be undone,
-        the server is killed, so the next child comes from a new one."""
+        the server is killed, so the next child comes from a new one. So is one whose scratch or /tmp
+        holds more than the grader will walk, or whose network namespace still lists a socket."""
         if self._child is child:
             self._child = None
         restored = True
         if self.scratch is not None:
-            _empty(self.scratch, self.keep)
+            restored = _empty(self.scratch, self.keep)
             if self.policy is not None:
-                restored = _reset_directory(self.scratch, self.policy.uid, self.policy.gid, self._scratch_mode)
+                restored = _reset_directory(self.scratch, self.policy.uid, self.policy.gid, self._scratch_mode) and restored
         if self._pid is not None and self.policy is not None:
             if self._is_server(self._pid):  # never a recycled pid: its /tmp could be the host's
-                _empty(Path(f"/proc/{self._pid}/root/tmp"), self._tmp_keep())
+                restored = _empty(Path(f"/proc/{self._pid}/root/tmp"), self._tmp_keep()) and restored
+                restored = restored and _sockets(self._pid) == self._sockets
             restored = restored and _process_state(self._pid) == self._baseline
         if not restored:
             self._tainted = True

@@ -104,3 +104,10 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     rec = Recorder()
     monkeypatch.setattr("grader.grade_many.executor_for", lambda jobs, scheduler: rec)
     return rec
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The warm worker's servers (tests/warm_grading.py) end with the session."""
+    from grader import warm_worker
+
+    warm_worker.close_all()

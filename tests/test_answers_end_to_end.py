@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader import GradeOptions, Report, grade_one
+from grader import GradeOptions, Report
+from warm_grading import grade_warm
 
 pytestmark = pytest.mark.kernel
 
@@ -17,7 +18,7 @@ HANG_TIMEOUT = 3.0
 
 
 def grade(path, timeout: float | None = None) -> Report:
-    return grade_one(path, GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout))
+    return grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout))
 
 
 def checks_of(report: Report, exercise: str) -> dict:

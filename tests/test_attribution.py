@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from grader import GradeOptions, grade_one
+from grader import GradeOptions
 from grader.attribution import attribute, defined_names
 from grader.render import summary
 from grader.report import CellProblem, CheckResult, ExerciseResult
 from grader.submission import SourceCell
 from grader.wire import cell_line
+from warm_grading import grade_warm
 
 
 def test_defined_names_of_a_cell() -> None:
@@ -47,7 +48,7 @@ def test_a_raising_cell_is_told_under_the_exercise_it_would_have_defined() -> No
 @pytest.mark.kernel
 def test_an_import_the_kernel_lacks_is_one_sentence_under_its_exercise(submission_from_reference) -> None:
     path = submission_from_reference("setup", "tax", "newton", "detective", "imports_matplotlib_in_training.py")
-    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=3))
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3))
     (problem,) = report.cell_problems
     assert problem.exercise == "training" and problem.ename == "ModuleNotFoundError"
     text = summary(report)

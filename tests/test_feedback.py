@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import GradeOptions, grade_one
+from grader import GradeOptions
 from grader.feedback import page, write_page
 from grader.report import CheckResult, Environment, ExerciseResult, Isolation, Report, SubmissionRef
 from grader.submission import SourceCell, read_submission
+from warm_grading import grade_warm
 
 
 class Dom(HTMLParser):
@@ -79,7 +80,7 @@ def test_the_page_in_a_browser_shows_cells_beside_verdicts(submission_from_refer
 
     path = submission_from_reference("setup", "tax", "tax_vectorized_one_wrong_rate.py", "newton", "detective",
                                      "training")
-    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=3))
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3))
     html_file = write_page(report, read_submission(path).cells, tmp_path / "feedback.html")
     dom = Dom()
     dom.feed(chromium(tmp_path, "--dump-dom", html_file.as_uri()).stdout)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import GradeOptions, grade_one
+from grader import GradeOptions
+from warm_grading import grade_warm
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SUBMISSION = FIXTURES / "submissions" / "hardcoded_answers.py"
@@ -52,7 +53,7 @@ def test_seed_selfchecks_pass_on_hardcoded_answers() -> None:
 
 @pytest.mark.kernel
 def test_grader_catches_hardcoded_answers() -> None:
-    report = grade_one(SUBMISSION, GradeOptions(seed=SEED, assignment="ch2-jit"))
+    report = grade_warm(SUBMISSION, GradeOptions(seed=SEED, assignment="ch2-jit"))
     statuses = {c.id: c.status for e in report.exercises for c in e.checks}
     assert report.cell_problems == []
     assert {k for k, s in statuses.items() if s != "passed"} == CAUGHT_BY_HIDDEN_CHECKS

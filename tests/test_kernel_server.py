@@ -201,3 +201,37 @@ def test_a_pid_that_is_no_longer_the_server_is_never_cleaned(server: KernelServe
         pid = server.server_pid
         assert pid is not None and server._is_server(pid)
         assert not server._is_server(os.getpid())
+
+
+LEFT_FOR_THE_NEXT = {  # found by an attack: more than the grader will walk, or a socket that lingers
+    "deep": "import os\nfor base in ('.', '/tmp'):\n    os.chdir(base)\n    for _ in range(3000):\n"
+            "        os.mkdir('d')\n        os.chdir('d')\n    open('secret', 'w').write('x')\nos.chdir(START)",
+    "many": "import os\nfor i in range(3000):\n    open(f'f{i}', 'w').close()",
+    "tcp": "import socket\nserver = socket.create_server(('127.0.0.1', 0))\n"
+           "client = socket.create_connection(server.getsockname())\nconn, _ = server.accept()\n"
+           "client.close(); conn.close(); server.close()",
+}
+
+
+@pytest.mark.parametrize("left", sorted(LEFT_FOR_THE_NEXT))
+def test_what_the_grader_will_not_walk_goes_with_the_server(server: KernelServer, left: str) -> None:
+    with Kernel(sandbox=POLICY, server=server) as first:
+        code = "import os\nSTART = os.getcwd()\n" + LEFT_FOR_THE_NEXT[left]
+        assert first.run(code, 60).status == "ok"
+    with Kernel(sandbox=POLICY, server=server) as second:
+        seen = _value(second, """{"files": [n for n in __import__("os").listdir(".") if n != "connection.json"
+                                            and n != ".ipython" and not n.startswith("kernel-ipc-")],
+                                  "tmp": [n for n in __import__("os").listdir("/tmp") if not n.startswith("grade-")],
+                                  "tcp": [l.split()[3] for l in open("/proc/net/tcp").read().splitlines()[1:]
+                                          if l.split()[3] != "0A"]}""")  # but its own listener
+    assert seen == {"files": [], "tmp": [], "tcp": []}
+    assert server.starts == 2
+
+
+def test_a_few_files_are_removed_without_a_new_server(server: KernelServer) -> None:
+    with Kernel(sandbox=POLICY, server=server) as first:
+        assert first.run("import os\nfor i in range(50):\n    os.makedirs(f'd{i}/e', exist_ok=True)\n"
+                         "    open(f'd{i}/e/f', 'w').close()", 30).status == "ok"
+    with Kernel(sandbox=POLICY, server=server) as second:
+        assert _value(second, '[n for n in __import__("os").listdir(".") if n.startswith("d")]') == []
+    assert server.starts == 1

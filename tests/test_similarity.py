@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from jax import export
 
-from grader import GradeOptions, Report, grade_one
+from grader import GradeOptions, Report
 from grader.exports import gradescope_results
 from grader.feedback import page
 from grader.render import summary
@@ -26,6 +26,7 @@ from grader.term.models import SimilarGroup
 from grader.term.similarity import DEFAULT_THRESHOLD, MIN_SIZE, record_groups, similar_groups
 from grader.verifier import fingerprint, runtime
 from grader.verifier.client import MAX_RESULT_NODES, BadAnswer, VerifierJob, parse_result
+from warm_grading import grade_warm
 
 SEED = 5
 STUDENTS = ("copy_a", "copy_b", "independent_a", "independent_b")
@@ -428,7 +429,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory, reference_sections: dict[st
     for name, source in sources.items():
         path = folder / f"{name}.py"
         path.write_text(source, encoding="utf-8")
-        reports[name] = grade_one(path, GradeOptions(assignment="ch2-jit", seed=SEED))
+        reports[name] = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED))
     return reports
 
 
