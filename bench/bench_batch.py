@@ -40,7 +40,7 @@ def dask_cost(subs: Path, out: Path):
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        return measured([[*GRADE, str(subs), "-o", str(out), "--scheduler", cluster.scheduler_address]])
+        return measured([[*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--scheduler", cluster.scheduler_address]])
 
 
 def floor_s(runs: int = 5) -> float:
@@ -91,7 +91,7 @@ def main() -> int:
                 write_class(subs, kind, n)
                 for jobs in (1, 2):
                     out = f"{tmp}/out-{kind}{n}-{jobs}"
-                    cost = measured([[*GRADE, str(subs), "-o", out, "-j", str(jobs)]])
+                    cost = measured([[*GRADE, str(subs), "-o", out, "-j", str(jobs), "-a", "ch2-jit"]])
                     rows.append((f"{kind}: grade DIR -j {jobs}", n, jobs, cost))
                 if args.dask:
                     cost = dask_cost(subs, Path(tmp) / f"out-{kind}{n}-dask")

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from grader import lifetime
 from grader.errors import KernelError
-from grader.sandbox import ENV_PASSED, Sandbox, SandboxPolicy, available, create_cgroups, empty_and_remove
+from grader.sandbox import Sandbox, SandboxPolicy, available, create_cgroups, empty_and_remove, launch_environment
 
 FORK_TIMEOUT_S = 10.0
 BOOT_TIMEOUT_S = 60.0
@@ -297,9 +297,7 @@ class ForkServer:
         self.scratch = self._make_scratch()  # tagged with our pid: sandbox.sweep finds it
         lifetime.track(self)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.scratch), "PYTHONDONTWRITEBYTECODE": "1",
-               "JAX_PLATFORMS": "cpu"}
-        env.update({name: os.environ[name] for name in ENV_PASSED if name in os.environ})
+        env = launch_environment(self.scratch)
         command = self.command
         try:
             if self.policy is not None:

@@ -464,7 +464,9 @@ class Kernel:
             return
         process = getattr(getattr(km, "provisioner", None), "process", None)
         if process is not None and (process.poll() is None or self._server is not None):
-            process.kill()  # a forked one even when dead: that also removes its cgroups  # SIGKILL: jupyter_client's shutdown would poll for a while first
+            # SIGKILL: jupyter_client's shutdown would poll for a while first; a forked kernel is
+            # killed even when dead, which also removes its cgroups
+            process.kill()
             process.wait(timeout=10)
         try:
             if client is not None:

@@ -62,6 +62,15 @@ class SandboxPolicy(BaseModel):
     gid: int = 65534
 
 
+def launch_environment(scratch: Path) -> dict[str, str]:
+    """What a sandboxed process (a verifier, a fork server) starts with; bwrap clears it and sets
+    the same again inside the sandbox, so it is also all an unsandboxed one gets."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
+           "JAX_PLATFORMS": "cpu"}
+    env.update({name: os.environ[name] for name in ENV_PASSED if name in os.environ})
+    return env
+
+
 def _own_cgroup(controller: str) -> Path | None:
     """The cgroup v1 directory this process is in for a controller, if it is writable."""
     try:

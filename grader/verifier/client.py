@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from grader import lifetime
 from grader.errors import KernelError
 from grader.probe.protocol import MAX_NODES, MAX_TEXT, ArrayValue, PyScalar, TooLarge, measure
-from grader.sandbox import ENV_PASSED, VERIFIER_DIR, Sandbox, SandboxPolicy, available
+from grader.sandbox import VERIFIER_DIR, Sandbox, SandboxPolicy, available, launch_environment
 from grader.verifier import fingerprint as _fingerprint
 from grader.verifier import runtime as _runtime
 
@@ -309,14 +309,6 @@ def _write_all(fd: int, data: bytes, deadline: float) -> None:
         view = view[n:]
 
 
-def _environment(scratch: Path) -> dict[str, str]:
-    """What the verifier's process starts with (bwrap clears it again inside the sandbox)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1",
-           "JAX_PLATFORMS": "cpu"}
-    env.update({name: os.environ[name] for name in ENV_PASSED if name in os.environ})
-    return env
-
-
 def _scratch_directory() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-verify-"))  # sandbox.sweep finds it by pid
 
@@ -347,7 +339,7 @@ class VerifierProcess:
                 command = self.sandbox.wrap(command)
             self.popen = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                cwd=self.scratch, env=_environment(self.scratch), start_new_session=True)
+                cwd=self.scratch, env=launch_environment(self.scratch), start_new_session=True)
         except BaseException as exc:
             self.kill()
             if not isinstance(exc, Exception):
