@@ -20,16 +20,22 @@ fresh process would be, layer by layer:
                 it into as soon as the server answers, before it is handed any work; killing it
                 empties them, so whatever it started goes with it
     scratch     the server's scratch directory and private /tmp, emptied by the grader after each
-                child is killed, before the next is forked
+                child is killed, before the next is forked (at most MAX_LEFT_ENTRIES entries,
+                MAX_LEFT_DEPTH deep), the scratch's owner, mode and xattrs reset
+
+What a child could change on the server itself, which the next child would inherit (its limits,
+priority, CPUs, I/O priority, the sockets of its network namespace), is compared after each child
+with what it was when the server started; a server that differs, or whose scratch or /tmp
+could not be emptied within those bounds, is replaced (`vacate`).
 
 The server runs nothing of a student's. A child that kills or stops it only ends its own sandbox
 (and itself): the next fork fails within FORK_TIMEOUT_S and a new server is started, which costs
 the next student time, never a verdict.
 
 The protocol, on the server's fd 0 (a unix socket): the server's first line is {"ready": true,
-"pid": <its pid in its namespace>}; then each request is one message (a line of JSON, at most MAX_REQUEST bytes, with file
-descriptors as SCM_RIGHTS if the child needs any) and each answer one line, {"pid": <the child's
-pid in the server's namespace>}.
+"pid": <its pid in its namespace>}; then each request is one message (a line of JSON, at most
+MAX_REQUEST bytes, with file descriptors as SCM_RIGHTS if the child needs any) and each answer
+one line, {"pid": <the child's pid in the server's namespace>}.
 """
 
 from __future__ import annotations
@@ -48,7 +54,16 @@ from pathlib import Path
 
 from grader import lifetime
 from grader.errors import KernelError
-from grader.sandbox import Sandbox, SandboxPolicy, available, create_cgroups, empty_and_remove, launch_environment
+from grader.sandbox import (
+    Sandbox,
+    SandboxPolicy,
+    available,
+    create_cgroups,
+    empty_and_remove,
+    launch_environment,
+    out_of_memory,
+    peak_memory_bytes,
+)
 
 FORK_TIMEOUT_S = 10.0
 BOOT_TIMEOUT_S = 60.0
@@ -216,23 +231,10 @@ class Child:
             return []
 
     def out_of_memory(self) -> bool:
-        group = self.groups.get("memory")
-        if group is None:
-            return False
-        try:
-            control = (group / "memory.oom_control").read_text()
-            failcnt = int((group / "memory.failcnt").read_text())
-        except (OSError, ValueError):
-            return False
-        kills = [line.split()[1] for line in control.splitlines() if line.startswith("oom_kill ")]
-        return failcnt > 0 or (bool(kills) and kills[0] != "0")
+        return out_of_memory(self.groups.get("memory"))
 
     def peak_memory_bytes(self) -> int | None:
-        group = self.groups.get("memory")
-        try:
-            return int((group / "memory.max_usage_in_bytes").read_text()) if group else None
-        except (OSError, ValueError):
-            return None
+        return peak_memory_bytes(self.groups.get("memory"))
 
     def kill(self) -> None:
         """Kill it and all it started, remove its cgroups, empty the server's scratch. Idempotent."""

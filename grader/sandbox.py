@@ -360,6 +360,27 @@ def create_cgroups(policy: SandboxPolicy) -> dict[str, Path]:
     return groups
 
 
+def out_of_memory(group: Path | None) -> bool:
+    """Whether a memory cgroup has killed a process or hit its limit."""
+    if group is None:
+        return False
+    try:
+        control = (group / "memory.oom_control").read_text()
+        failcnt = int((group / "memory.failcnt").read_text())
+    except (OSError, ValueError):
+        return False
+    kills = [line.split()[1] for line in control.splitlines() if line.startswith("oom_kill ")]
+    return failcnt > 0 or (bool(kills) and kills[0] != "0")
+
+
+def peak_memory_bytes(group: Path | None) -> int | None:
+    """A memory cgroup's peak use (cgroup v1 memory.max_usage_in_bytes)."""
+    try:
+        return int((group / "memory.max_usage_in_bytes").read_text()) if group else None
+    except (OSError, ValueError):
+        return None
+
+
 def empty_and_remove(group: Path, seconds: float = 5.0) -> None:
     """Kill every process of a cgroup and remove it (bounded: killed processes leave it
     asynchronously, and an emptied cgroup can be busy for a moment longer)."""

@@ -49,7 +49,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from grader import lifetime
 from grader.errors import KernelError
 from grader.probe.protocol import MAX_NODES, MAX_TEXT, ArrayValue, PyScalar, TooLarge, measure
-from grader.sandbox import VERIFIER_DIR, Sandbox, SandboxPolicy, available, launch_environment
+from grader.sandbox import (
+    VERIFIER_DIR,
+    Sandbox,
+    SandboxPolicy,
+    available,
+    launch_environment,
+    out_of_memory,
+    peak_memory_bytes,
+)
 from grader.verifier import fingerprint as _fingerprint
 from grader.verifier import runtime as _runtime
 
@@ -408,24 +416,11 @@ class VerifierProcess:
 
     def out_of_memory(self) -> bool:
         """Whether the sandbox's memory cgroup has killed a process or hit its limit."""
-        group = self.sandbox.cgroup("memory") if self.sandbox else None
-        if group is None:
-            return False
-        try:
-            control = (group / "memory.oom_control").read_text()
-            failcnt = int((group / "memory.failcnt").read_text())
-        except (OSError, ValueError):
-            return False
-        kills = [line.split()[1] for line in control.splitlines() if line.startswith("oom_kill ")]
-        return failcnt > 0 or (bool(kills) and kills[0] != "0")
+        return out_of_memory(self.sandbox.cgroup("memory") if self.sandbox else None)
 
     def peak_memory_bytes(self) -> int | None:
         """The sandbox's peak memory use (cgroup v1 memory.max_usage_in_bytes)."""
-        group = self.sandbox.cgroup("memory") if self.sandbox else None
-        try:
-            return int((group / "memory.max_usage_in_bytes").read_text()) if group else None
-        except (OSError, ValueError):
-            return None
+        return peak_memory_bytes(self.sandbox.cgroup("memory") if self.sandbox else None)
 
     def death(self) -> str:
         """Why the process died, for a crashed job's detail."""
