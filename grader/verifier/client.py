@@ -461,7 +461,7 @@ class VerifierProcess:
 
 
 class _Spawner(Protocol):
-    """Where verifier processes come from instead of a fresh boot (forkserver.ForkServer)."""
+    """Where verifier processes come from instead of a fresh boot (forkserver.VerifierServer)."""
 
     def fork(self) -> VerifierProcess: ...
 
