@@ -396,14 +396,19 @@ class ForkServer:
             self._tainted = True
 
     def _tmp_keep(self) -> tuple[str, ...]:
-        """The sandbox's /tmp holds the directories bwrap made for the scratch mount when the
-        scratch is under /tmp (root's, not the child's to write): removing one from here would
-        detach the mount in the sandbox."""
-        try:
-            inside = self.scratch.relative_to("/tmp") if self.scratch else None
-        except ValueError:
-            return ()
-        return (inside.parts[0],) if inside and inside.parts else ()
+        """The sandbox's /tmp holds the directories bwrap made for the paths it binds there (the
+        scratch mount, a venv or checkout under /tmp): root's, not the child's to write, and
+        removing one from here would detach its mount in the sandbox."""
+        bound = self._sandbox.bound_paths() if self._sandbox else []
+        keep = []
+        for path in bound:
+            try:
+                inside = path.relative_to("/tmp")
+            except ValueError:
+                continue
+            if inside.parts:
+                keep.append(inside.parts[0])
+        return tuple(sorted(set(keep)))
 
     def vacate(self) -> None:
         """Kill the current child, if any, and empty what it shared (before the grader puts the

@@ -251,6 +251,10 @@ class Sandbox:
         args += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch)]
         return args
 
+    def bound_paths(self) -> list[Path]:
+        """Every host path bound into the sandbox: the read-only ones and the scratch."""
+        return [*self._readonly_paths(), self.scratch]
+
     def _readonly_paths(self) -> list[Path]:
         """The interpreter, its virtual environment and the runtime directory (the probe's, or
         the verifier's): nothing else of the host."""

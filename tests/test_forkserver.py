@@ -200,7 +200,7 @@ def test_what_a_child_leaves_is_gone_before_the_next(server: VerifierServer) -> 
     v.close()
     assert list(server.scratch.iterdir()) == []
     # what is left of /tmp is the directory bwrap made for the scratch mount, if it is under /tmp
-    assert [p.name for p in tmp.iterdir()] == list(server._tmp_keep())
+    assert sorted(p.name for p in tmp.iterdir()) == list(server._tmp_keep())
     assert Path("/etc/passwd").exists()
     with Verifier(POLICY, server=server) as again:  # the scratch is still mounted for the next
         assert again.run([quick_job()], timeout=30)["quick"].status == "ok"
@@ -257,5 +257,30 @@ def test_an_answered_job_starts_no_verifier() -> None:
             assert result.status == "ok" and from_wire(result.values[0][0]).tolist() == [2.0, 3.0]
             assert v.process is None
         assert server.forks == 1 and answers.hits == 1
+    finally:
+        server.kill()
+
+
+@kernel
+@full_sandbox
+def test_a_checkout_under_tmp_is_kept_and_the_server_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A venv or checkout under /tmp (a CI runner's clone) is bound into the sandbox, so bwrap
+    makes its parents in the sandbox's /tmp: those stay, and the server is not replaced for them."""
+    from grader.sandbox import Sandbox
+
+    bound = tmp_path / "venv"
+    bound.mkdir()
+    original = Sandbox._readonly_paths
+    monkeypatch.setattr(Sandbox, "_readonly_paths", lambda self: sorted({*original(self), bound}))
+    server = VerifierServer(POLICY).start()
+    try:
+        v = Verifier(POLICY, server=server).wait_ready()
+        (Path(f"/proc/{server.server_pid}/root/tmp") / "planted").write_text("x")
+        v.close()
+        left = sorted(p.name for p in Path(f"/proc/{server.server_pid}/root/tmp").iterdir())
+        assert "planted" not in left and bound.parts[2] in left
+        with Verifier(POLICY, server=server) as again:
+            assert again.run([quick_job()], timeout=30)["quick"].status == "ok"
+        assert server.starts == 1
     finally:
         server.kill()
