@@ -20,7 +20,7 @@ import sys
 import time
 
 from grader.forking import Child, ForkFailed, ForkServer
-from grader.sandbox import PROBE_DIR, SandboxPolicy, available
+from grader.sandbox import PROBE_DIR, SandboxPolicy, available, kill_strays
 
 ZYGOTE = PROBE_DIR / "kernel_zygote.py"
 LAUNCHER = ["-m", "ipykernel_launcher"]
@@ -76,21 +76,7 @@ class ForkedKernel:
 
     def stop_strays(self, timeout: float = 5.0) -> int:
         """Kill every process of its cgroups but the kernel; how many were killed."""
-        killed: set[int] = set()
-        deadline = time.monotonic() + timeout
-        delay = 0.001
-        while True:
-            strays = [pid for pid in self.child.processes() if pid != self.pid]
-            if not strays or time.monotonic() > deadline:
-                return len(killed)
-            for pid in strays:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
-                except ProcessLookupError:
-                    pass
-            time.sleep(delay)
-            delay = min(delay * 2, 0.02)
+        return kill_strays(self.child.processes, {self.pid}, timeout)
 
 
 class KernelServer(ForkServer):

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -282,21 +283,7 @@ class Sandbox:
         if kernel_root_pid not in procs:  # not this sandbox's kernel: touch nothing
             return 0
         keep = self._kernel_chain(kernel_root_pid, procs)
-        killed: set[int] = set()
-        deadline = time.monotonic() + timeout
-        delay = 0.001
-        while True:
-            strays = [pid for pid in self._procs(group) if pid not in keep and not _exited(pid)]
-            if not strays or time.monotonic() > deadline:
-                return len(killed)
-            for pid in strays:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
-                except ProcessLookupError:
-                    pass
-            time.sleep(delay)  # a killed process takes a moment to exit
-            delay = min(delay * 2, 0.02)
+        return kill_strays(lambda: self._procs(group), keep, timeout)
 
     @staticmethod
     def _procs(group: Path) -> list[int]:
@@ -362,6 +349,26 @@ def create_cgroups(policy: SandboxPolicy) -> dict[str, Path]:
             empty_and_remove(group)
         raise
     return groups
+
+
+def kill_strays(processes: Callable[[], list[int]], keep: set[int], timeout: float) -> int:
+    """SIGKILL every process `processes()` lists but `keep`, until none is left or `timeout`
+    passes (a killed process takes a moment to exit); how many were killed."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        strays = [pid for pid in processes() if pid not in keep and not _exited(pid)]
+        if not strays or time.monotonic() > deadline:
+            return len(killed)
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
 
 
 def out_of_memory(group: Path | None) -> bool:
