@@ -327,7 +327,41 @@ def runtime_command() -> list[str]:
     return [sys.executable, "-I", "-B", str(RUNTIME)]
 
 
-class VerifierProcess:
+def ready_version(line: bytes) -> str:
+    """The JAX version a verifier's first line announces (ValueError, UnicodeDecodeError or
+    RecursionError when it is not a ready line)."""
+    ready = json.loads(line.decode("utf-8"))
+    if not (isinstance(ready, dict) and ready.get("ready") is True and isinstance(ready.get("jax"), str)):
+        raise ValueError("not a ready line")
+    return _short(ready["jax"], 40)
+
+
+def death_detail(status: str | None, out_of_memory: bool, policy: SandboxPolicy | None) -> str:
+    """Why a verifier died, for a crashed job's detail: its exit status where it is known, and
+    its memory limit when its cgroup hit it."""
+    died = f"the verifier died ({status})" if status else "the verifier died"
+    if out_of_memory:
+        limit = policy.memory_bytes if policy else None
+        return f"{died} at its memory limit" + (f" of {limit / 2**30:.3g} GiB" if limit else "")
+    return died
+
+
+class Booting:
+    """A verifier process between its start and its ready line (`started`, `ready_at`)."""
+
+    started: float
+    ready_at: float | None
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_at is not None
+
+    @property
+    def boot_seconds(self) -> float | None:
+        return None if self.ready_at is None else self.ready_at - self.started
+
+
+class VerifierProcess(Booting):
     """One verifier process (or `argv`, for tests) in a fresh sandbox of its own; `kill()` ends
     it and removes the sandbox (processes, cgroups, the scratch mount and directory)."""
 
@@ -357,14 +391,6 @@ class VerifierProcess:
         os.set_blocking(self.popen.stdin.fileno(), False)
         self.lines = _Lines(self.popen.stdout.fileno(), MAX_LINE_BYTES)
 
-    @property
-    def ready(self) -> bool:
-        return self.ready_at is not None
-
-    @property
-    def boot_seconds(self) -> float | None:
-        return None if self.ready_at is None else self.ready_at - self.started
-
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
@@ -374,11 +400,7 @@ class VerifierProcess:
             return
         deadline = self.started + timeout
         try:
-            line = self.lines.readline(deadline)
-            ready = json.loads(line.decode("utf-8"))
-            if not (isinstance(ready, dict) and ready.get("ready") is True
-                    and isinstance(ready.get("jax"), str)):
-                raise ValueError("not a ready line")
+            version = ready_version(self.lines.readline(deadline))
         except TimeoutError:
             why = f"not ready after {timeout:g} s"
         except _Dead:
@@ -387,7 +409,7 @@ class VerifierProcess:
             why = f"its first line is not a ready line ({type(exc).__name__})"
         else:
             self.ready_at = time.monotonic()
-            self.jax_version = _short(ready["jax"], 40)
+            self.jax_version = version
             return
         self.kill()
         raise VerifierStartFailed(why)
@@ -424,12 +446,7 @@ class VerifierProcess:
 
     def death(self) -> str:
         """Why the process died, for a crashed job's detail."""
-        status = self.exit_status()
-        if self.out_of_memory():
-            limit = self.sandbox.policy.memory_bytes if self.sandbox else None
-            cap = f" of {limit / 2**30:.3g} GiB" if limit else ""
-            return f"the verifier died ({status}) at its memory limit{cap}"
-        return f"the verifier died ({status})"
+        return death_detail(self.exit_status(), self.out_of_memory(), self.sandbox.policy if self.sandbox else None)
 
     def kill(self) -> None:
         """Kill the process and everything in its sandbox; remove the sandbox. Idempotent."""

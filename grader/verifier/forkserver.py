@@ -10,7 +10,6 @@ interface of client.VerifierProcess.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -18,14 +17,23 @@ import time
 from grader import lifetime
 from grader.forking import ForkFailed, ForkServer, usable
 from grader.sandbox import VERIFIER_DIR, SandboxPolicy
-from grader.verifier.client import MAX_LINE_BYTES, VerifierStartFailed, _Dead, _Lines, _short, _write_all
+from grader.verifier.client import (
+    MAX_LINE_BYTES,
+    Booting,
+    VerifierStartFailed,
+    _Dead,
+    _Lines,
+    _write_all,
+    death_detail,
+    ready_version,
+)
 
 ZYGOTE = VERIFIER_DIR / "zygote.py"
 
 __all__ = ["ForkedVerifier", "VerifierServer", "usable"]
 
 
-class ForkedVerifier:
+class ForkedVerifier(Booting):
     """One verifier forked from the server: the interface of client.VerifierProcess."""
 
     def __init__(self, server: VerifierServer, child, stdin_fd: int, stdout_fd: int):
@@ -42,14 +50,6 @@ class ForkedVerifier:
         self.lines = _Lines(stdout_fd, MAX_LINE_BYTES)
         lifetime.track(self)
 
-    @property
-    def ready(self) -> bool:
-        return self.ready_at is not None
-
-    @property
-    def boot_seconds(self) -> float | None:
-        return None if self.ready_at is None else self.ready_at - self.started
-
     def alive(self) -> bool:
         return self.child.alive()
 
@@ -57,17 +57,14 @@ class ForkedVerifier:
         if self.ready:
             return
         try:
-            line = self.lines.readline(self.started + timeout)
-            ready = json.loads(line.decode("utf-8"))
-            if not (isinstance(ready, dict) and ready.get("ready") is True and isinstance(ready.get("jax"), str)):
-                raise ValueError("not a ready line")
+            version = ready_version(self.lines.readline(self.started + timeout))
         except TimeoutError:
             why = f"a forked verifier was not ready after {timeout:g} s"
         except Exception as exc:  # noqa: BLE001 - dead, a long line, garbage: all the same here
             why = f"a forked verifier did not start ({type(exc).__name__})"
         else:
             self.ready_at = time.monotonic()
-            self.jax_version = _short(ready["jax"], 40)
+            self.jax_version = version
             return
         self.kill()
         raise VerifierStartFailed(why)
@@ -87,11 +84,8 @@ class ForkedVerifier:
         return self.child.peak_memory_bytes()
 
     def death(self) -> str:
-        if self.out_of_memory():
-            limit = self.server.policy.memory_bytes if self.server.policy else None
-            cap = f" of {limit / 2**30:.3g} GiB" if limit else ""
-            return f"the verifier died at its memory limit{cap}"
-        return "the verifier died"
+        """Why it died (its exit status is the server's to reap, not ours to read)."""
+        return death_detail(None, self.out_of_memory(), self.server.policy)
 
     def kill(self) -> None:
         """Kill it and all it started (grader/forking.py's Child). Idempotent."""
