@@ -43,6 +43,7 @@ from __future__ import annotations
 import array
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -50,6 +51,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 from grader import lifetime
@@ -257,11 +259,10 @@ class ForkServer:
     """A fork server in a sandbox of its own. `fork(request, fds)` gives a `Child`."""
 
     def __init__(self, command: Sequence[str], runtime_dir: Path, policy: SandboxPolicy | None, *,
-                 name: str, boot_timeout: float = BOOT_TIMEOUT_S, keep: Sequence[str] = (),
+                 name: str, boot_timeout: float = BOOT_TIMEOUT_S,
                  scratch: Callable[[], Path] | None = None):
         """`command` starts the server (its fd 0 is the socket); `runtime_dir` is bound read-only
-        in its sandbox; `keep` names what the grader puts in the scratch that is not to be
-        emptied between children; `scratch` makes the scratch directory (a fresh one under
+        in its sandbox; `scratch` makes the scratch directory (a fresh one under
         TMPDIR, tagged with this process's pid, by default)."""
         if not usable(policy):
             raise ValueError("a fork server needs the whole sandbox or none")
@@ -270,7 +271,6 @@ class ForkServer:
         self.policy = policy
         self.name = name
         self.boot_timeout = boot_timeout
-        self.keep = tuple(keep)
         self._make_scratch = scratch or (lambda: Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-{name}-")))
         self.starts = 0  # servers started (more than one: a child or a fault ended one)
         self.forks = 0
@@ -384,7 +384,7 @@ class ForkServer:
             self._child = None
         restored = True
         if self.scratch is not None:
-            restored = _empty(self.scratch, self.keep)
+            restored = _empty(self.scratch)
             if self.policy is not None:
                 restored = _reset_directory(self.scratch, self.policy.uid, self.policy.gid, self._scratch_mode) and restored
         if self._pid is not None and self.policy is not None:
@@ -558,9 +558,7 @@ class ForkServer:
         return self._pid
 
 
-def select_poll(fd: int, out: bool = False):
-    import select
-
+def select_poll(fd: int, out: bool = False) -> Any:
     poll = select.poll()
     poll.register(fd, (select.POLLOUT if out else select.POLLIN) | select.POLLHUP | select.POLLERR)
     return poll
