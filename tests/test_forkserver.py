@@ -25,6 +25,7 @@ from jax import export, lax
 
 from grader.probe.protocol import ArrayValue, PyScalar
 from grader.sandbox import SandboxPolicy, available
+from grader.sandbox import _exited as _gone  # gone, or a zombie
 from grader.values import from_wire, to_wire
 from grader.verifier.client import Verifier, VerifierJob, VerifierResult
 from grader.verifier.forkserver import VerifierServer
@@ -57,14 +58,6 @@ def quick_job(id: str = "quick", values=(1.0, 2.0)) -> VerifierJob:
 def _status(pid: int) -> dict[str, str]:
     text = Path(f"/proc/{pid}/status").read_text()
     return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
 
 
 def _wait_gone(pids: list[int]) -> bool:
