@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from grader import lifetime, warm_worker
+from grader import interrupts, lifetime, warm_worker
 from grader.faults import grade_guarded
 from grader.kernel import Kernel
 from grader.options import GradeOptions
@@ -160,6 +160,7 @@ class SerialExecutor:
     def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
         try:
             for task in tasks:
+                interrupts.check()  # a Ctrl-C the last submission's clean-up swallowed
                 yield task, grade_task(task, warm=True)
         finally:
             warm_worker.close_all()
@@ -193,7 +194,8 @@ class LocalExecutor:
             for task in tasks:
                 pending[pool.submit(_grade_in_worker, task)] = task
             while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                interrupts.check()  # a Ctrl-C swallowed where Python could not raise it
+                done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
                 broken = False
                 for future in done:
                     task = pending.pop(future)

@@ -15,26 +15,18 @@ import difflib
 import json
 import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from grader import interrupts
 from grader.errors import GraderError, UsageError
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
 
 if TYPE_CHECKING:
     from grader.report import Report
 
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so that everything unwinds as it does for Ctrl-C."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
 
 
 SUBCOMMANDS_HELP = """\
@@ -393,13 +385,13 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return run(sys.argv[1:] if argv is None else argv)
+        with interrupts.handled():
+            return run(sys.argv[1:] if argv is None else argv)
     except GraderError as exc:
         print(f"grade: {terminal(exc, MESSAGE_LIMIT)}", file=sys.stderr)
         return exc.exit_code
-    except Terminated:
+    except interrupts.Terminated:
         print("grade: terminated; kernels and their files were removed", file=sys.stderr)
         return 143
     except KeyboardInterrupt:
@@ -408,8 +400,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output left (`grade validate | head -3`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the last flush must not fail again
         return 141  # 128 + SIGPIPE, what a shell shows for a writer whose reader left (`yes | head`)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def entry() -> None:

@@ -32,7 +32,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop, run_sync
 from pydantic import BaseModel, Field
 
-from grader import lifetime
+from grader import interrupts, lifetime
 from grader.errors import KernelStartFailed
 from grader.probe.protocol import MIME_TYPE
 from grader.sandbox import Sandbox, SandboxPolicy, available
@@ -129,7 +129,8 @@ class _Sigint:
         self.fired = False
         self._loop, self._task = loop, task
         main = threading.current_thread() is threading.main_thread()
-        self._installed = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        self._installed = main and interrupts.is_ctrl_c_handler(signal.getsignal(signal.SIGINT))
+        self._previous = signal.getsignal(signal.SIGINT)
         if self._installed:
             try:
                 loop.add_signal_handler(signal.SIGINT, self._fire)
@@ -146,6 +147,7 @@ class _Sigint:
 
     def _fire(self) -> None:
         self.fired = True
+        interrupts.latch()
         self._task.cancel()
 
     def _terminate(self) -> None:
@@ -154,7 +156,8 @@ class _Sigint:
 
     def remove(self) -> None:
         if self._installed:
-            self._loop.remove_signal_handler(signal.SIGINT)  # back to default_int_handler
+            self._loop.remove_signal_handler(signal.SIGINT)  # asyncio leaves default_int_handler
+            signal.signal(signal.SIGINT, self._previous)
             self._installed = False
         if self._term is not None:
             self._loop.remove_signal_handler(signal.SIGTERM)
@@ -174,6 +177,7 @@ def _drive(make: Callable[[], Awaitable[Any]], limit: float | None = None) -> An
         pass
     else:  # inside a running loop (a notebook): jupyter_core runs it in its helper thread
         return run_sync(make)()
+    interrupts.check()  # a Ctrl-C that landed in a finalizer since the last cell
     loop = ensure_event_loop()
     created: list[asyncio.Future] = []
     previous = loop.get_task_factory()
