@@ -148,6 +148,19 @@ class Assignment:
     checks: ModuleType | None
 
 
+def reference_solutions(assignment: Assignment) -> list[Path]:
+    """The course's reference solutions of this assignment: solutions/<id>.ipynb and .py beside
+    the assignments folder (a student's pack, or an assignment elsewhere, has none)."""
+    folder = assignment.folder.parent.parent / "solutions"
+    return [p for p in sorted(folder.glob(f"{assignment.spec.id}.*")) if p.suffix in (".py", ".ipynb")]
+
+
+def reference_solution(assignment: Assignment) -> Path | None:
+    """The one to build from: the notebook if there is one (what students hand in)."""
+    found = reference_solutions(assignment)
+    return next((p for p in found if p.suffix == ".ipynb"), found[0] if found else None)
+
+
 def _load_module(path: Path, name: str) -> ModuleType | None:
     if not path.is_file():
         return None

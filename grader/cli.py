@@ -353,9 +353,9 @@ def run(argv: list[str]) -> int:
     sandboxed = _check_isolation(args)
     # Start the first kernel before the heavier imports: it boots while the grader gets ready.
     from grader.kernel import Prelaunched
-    from grader.sandbox import SandboxPolicy
+    from grader.executables import sandbox_policy
 
-    policy = SandboxPolicy() if sandboxed else None
+    policy = sandbox_policy(sandboxed)
     kernels = Prelaunched(sandbox=policy) if Path(args.paths[0]).is_file() else None
     try:
         from grader.options import GradeOptions
@@ -368,7 +368,7 @@ def run(argv: list[str]) -> int:
         path = Path(args.paths[0])
         stages = StageLine()
         try:
-            report = grade_one(path, options, kernel_factory=kernels, on_stage=stages)
+            report = grade_one(path, options, kernel_factory=kernels, on_stage=stages, build_executables=True)
         finally:
             stages.close()
         _emit(report, args, path)

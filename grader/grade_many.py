@@ -33,6 +33,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from grader import assignment as assignments
+from grader import executables
 from grader.batch import Executor, LocalExecutor, SerialExecutor, Task, error_report
 from grader.discovery import Discovery, discover
 from grader.errors import SubmissionUnreadable, UsageError, WrongAssignment
@@ -264,6 +265,8 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
             # absolute, not resolved (links are not followed): cluster workers need not share
             # the client's working directory
             tasks.append(Task(student=student, path=os.path.abspath(path), options=options))
+        if tasks and options.assignment:  # the reference's programs, compiled once for the class
+            executables.ensure(assignments.load(options.assignment), sandbox=options.sandbox)
         progress = Progress(len(tasks))
         try:
             for _, report in executor_for(jobs, scheduler).map(tasks):

@@ -34,9 +34,16 @@ def isolation_for(options: GradeOptions) -> Isolation:
     return Isolation(sandboxed=False, layers=[], missing={"all": "turned off with --no-sandbox"})
 
 
+def policy_for(options: GradeOptions) -> SandboxPolicy | None:
+    """The sandbox of this run's kernels and verifiers: the default limits, and the reference
+    solutions' compiled programs to read (grader/executables.py) where the machine can bind them."""
+    from grader import executables
+
+    return executables.sandbox_policy(options.sandbox)
+
+
 def kernels_for(options: GradeOptions) -> Callable[[], Kernel]:
-    policy = SandboxPolicy() if options.sandbox else None
-    return functools.partial(Kernel, kernel_name=options.kernel_name, sandbox=policy)
+    return functools.partial(Kernel, kernel_name=options.kernel_name, sandbox=policy_for(options))
 
 
 def choose_assignment(submission: Submission, options: GradeOptions) -> str:
@@ -99,25 +106,32 @@ class _Preparation:
 
 
 def verifier_for(options: GradeOptions) -> Verifier:
-    return Verifier(sandbox=SandboxPolicy() if options.sandbox else None)
+    return Verifier(sandbox=policy_for(options))
 
 
 def grade_one(path: str | Path, options: GradeOptions | None = None, *,
               kernel_factory: Callable[[], Kernel] | None = None,
               verifier: Verifier | None = None,
-              on_stage: Callable[[str], None] | None = None) -> Report:
+              on_stage: Callable[[str], None] | None = None,
+              build_executables: bool = False) -> Report:
     """Grade one submission in its own fresh kernel and return its report.
 
     `kernel_factory` supplies kernels (the first may already be launched, to boot while the
     grader imports and plans). Raises SubmissionUnreadable / UsageError / SpecInvalid / AssignmentNotFound for bad input and
     KernelStartFailed when no kernel can run at all; everything the student's code does is a
     status inside the report instead. `verifier` runs the exported programs (one per
-    submission: a fresh one unless given, closed at the end either way).
+    submission: a fresh one unless given, closed at the end either way). `build_executables`
+    (the command line's single file): compile the reference solution's programs first if this
+    machine has not yet (grader/executables.py).
     """
     options = options or GradeOptions()
     started = time.monotonic()
     submission = read_submission(path)
     assignment = assignments.load(choose_assignment(submission, options))
+    if build_executables:
+        from grader import executables
+
+        executables.ensure(assignment, sandbox=options.sandbox)
     limits = assignment.spec.limits
     cell_timeout = options.cell_timeout or limits.cell_timeout_s
     probe_timeout = options.cell_timeout or limits.probe_timeout_s

@@ -61,6 +61,9 @@ class SandboxPolicy(BaseModel):
     scratch_bytes: int = Field(default=512 * 2**20, description="size of the scratch tmpfs")
     uid: int = 65534
     gid: int = 65534
+    executables: Path | None = Field(default=None, description="compiled programs JAX may read "
+                                     "(grader/executables.py); bound read-only unless writable")
+    executables_writable: bool = Field(default=False, description="only to build them from a reference solution")
 
 
 def launch_environment(scratch: Path) -> dict[str, str]:
@@ -249,12 +252,25 @@ class Sandbox:
             if parent not in created and not inside_readonly:
                 args += ["--perms", "0755", "--dir", str(parent)]
                 created.add(parent)
+        if self.policy.executables is not None:
+            from grader.executables import sandbox_environment
+
+            store = self.policy.executables
+            for parent in reversed(store.parents):
+                inside_readonly = any(parent == s or s in parent.parents for s in readonly)
+                if parent not in created and not inside_readonly:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    created.add(parent)
+            args += ["--bind" if self.policy.executables_writable else "--ro-bind", str(store), str(store)]
+            for name, value in sandbox_environment(store, writable=self.policy.executables_writable).items():
+                args += ["--setenv", name, value]
         args += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch)]
         return args
 
     def bound_paths(self) -> list[Path]:
         """Every host path bound into the sandbox: the read-only ones and the scratch."""
-        return [*self._readonly_paths(), self.scratch]
+        store = [self.policy.executables] if self.policy.executables is not None else []
+        return [*self._readonly_paths(), *store, self.scratch]
 
     def _readonly_paths(self) -> list[Path]:
         """The interpreter, its virtual environment and the runtime directory (the probe's, or

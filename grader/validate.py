@@ -31,7 +31,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from grader import assignment as assignments
-from grader.assignment import Assignment
+from grader import executables
+from grader.assignment import Assignment, reference_solutions
 from grader.errors import GraderError, SpecInvalid
 from grader.faults import is_internal, one_line
 from grader.inert import MESSAGE_LIMIT, name, terminal
@@ -245,6 +246,7 @@ class _Validator:
         if planned is None:
             return self.result()
         loaded, items = planned
+        executables.ensure(loaded)  # the reference's programs compiled once for every item
         after = len(items) + 1
         self._rank = after
         self._status(0, len(items))
@@ -292,7 +294,7 @@ class _Validator:
     def _items(self, loaded: Assignment) -> list[_Item]:
         root = loaded.folder.parent.parent  # the course: assignments/<id>/ beside solutions/, student_template/
         items: list[_Item] = []
-        solutions = [p for p in sorted((root / "solutions").glob(f"{self.name}.*")) if p.suffix in (".py", ".ipynb")]
+        solutions = reference_solutions(loaded)
         if not solutions:
             self.row("reference solution", False, f"no solutions/{self.name}.py or .ipynb", kind="solution")
         items += [_Item(key=f"{p.relative_to(root)} scores full marks", kind="solution", path=p) for p in solutions]

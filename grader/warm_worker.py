@@ -23,6 +23,7 @@ from typing import Any
 
 from grader.kernel import Kernel
 from grader.options import GradeOptions
+from grader.pipeline import policy_for
 from grader.sandbox import SandboxPolicy
 from grader.verifier.client import Verifier
 
@@ -36,20 +37,20 @@ class WarmWorker:
         from grader.verifier.result_cache import ResultCache
 
         self.answers = ResultCache()
-        self._kernel_servers: dict[bool, Any] = {}
-        self._verifier_servers: dict[bool, Any] = {}
+        self._kernel_servers: dict[SandboxPolicy | None, Any] = {}
+        self._verifier_servers: dict[SandboxPolicy | None, Any] = {}
         self._spare: Kernel | None = None
 
     def kernels(self, options: GradeOptions) -> Callable[[], Kernel]:
         """A factory of this submission's kernels; the first is launched now."""
         from grader.kernel_server import KernelServer, usable
 
-        policy = SandboxPolicy() if options.sandbox else None
+        policy = policy_for(options)
         if usable(policy) and options.kernel_name == NATIVE_KERNEL:
             assert policy is not None
-            server = self._kernel_servers.get(True)
+            server = self._kernel_servers.get(policy)
             if server is None:
-                server = self._kernel_servers[True] = KernelServer(policy).start()
+                server = self._kernel_servers[policy] = KernelServer(policy).start()
             first = [Kernel(sandbox=policy, server=server).launch()]
             return lambda: first.pop() if first else Kernel(sandbox=policy, server=server)
         kernel = self._spare or Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch()
@@ -61,12 +62,12 @@ class WarmWorker:
         """A verifier forked from this worker's server, answering known jobs from its cache."""
         from grader.verifier.forkserver import VerifierServer, usable
 
-        policy = SandboxPolicy() if options.sandbox else None
+        policy = policy_for(options)
         if not usable(policy):
             return Verifier(sandbox=policy, answers=self.answers)
-        server = self._verifier_servers.get(options.sandbox)
+        server = self._verifier_servers.get(policy)
         if server is None:
-            server = self._verifier_servers[options.sandbox] = VerifierServer(policy).start()
+            server = self._verifier_servers[policy] = VerifierServer(policy).start()
         return Verifier(sandbox=policy, server=server, answers=self.answers)
 
     def close(self) -> None:

@@ -106,6 +106,16 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return rec
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The reference solutions' compiled programs (grader/executables.py) are built here, once,
+    rather than by whichever test happens to grade first (a test that kills its grader would
+    then kill a build)."""
+    from grader import assignment, executables
+
+    for name in assignment.available():
+        executables.ensure(assignment.load(name))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The warm worker's servers (tests/warm_grading.py) end with the session."""
     from grader import warm_worker

@@ -112,6 +112,11 @@ def main() -> int:
     import numpy  # noqa: F401
     from jax import export  # noqa: F401
 
+    try:  # what a child's first exported call would import: SciPy's LAPACK, which JAX's CPU
+        import scipy.linalg.cython_lapack  # noqa: F401 - kernels come from (0.17 CPU s a child)
+    except ImportError:
+        pass
+
     import runtime  # noqa: F401
 
     control.sendall((json.dumps({"ready": True, "jax": jax.__version__, "pid": os.getpid()}) + "\n").encode())

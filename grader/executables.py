@@ -1,0 +1,203 @@
+"""Programs compiled once from an assignment's reference solution, which every sandboxed kernel
+and verifier reads instead of compiling the same program again.
+
+XLA's compiles are most of what a submission costs once kernels and verifiers are forked: on
+ch2-jit about 0.5 CPU s of the kernel's probe and 0.86 s of the verifier's. Many of those programs
+are ones the reference solution compiles too: JAX's own small programs (a dtype conversion, a
+broadcast), the verifier's wrapper around an exported module, and every function a student wrote
+the way the reference did. JAX's persistent compilation cache finds a program by a hash of the
+program itself (debug locations stripped), the compile options, the XLA flags and the jaxlib and
+backend versions, so a program found there is the executable a fresh compile would have produced.
+
+Trust, the same as before it:
+- Only the grader writes the store. `build()` grades the reference solution once, in a sandbox
+  whose cache directory is a fresh writable one, and adopts what that run compiled: regular files
+  with JAX's names, bounded in size and number. No student's program is ever compiled into it, so
+  nothing a submission does can change what another submission runs.
+- Every other kernel and verifier sees the store read-only (a bwrap bind), and JAX is told never
+  to write there (a minimum compile time no compile reaches). Without the namespaces layer there
+  is no read-only bind, and the store is not used.
+- The store is per machine (`~/.cache/grader/executables/<jaxlib>-<cpu>`): an executable is
+  compiled for this CPU. `GRADER_EXECUTABLES=off` turns it off, `=DIR` moves it.
+
+Batches, `grade validate` and a single `grade FILE` build the store for an assignment the first
+time they need it, if its reference solution is on disk (`solutions/<id>.ipynb` or `.py` beside
+the assignments folder); a student's pack has none and compiles everything, as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grader.assignment import Assignment
+    from grader.sandbox import SandboxPolicy
+
+ENV = "GRADER_EXECUTABLES"
+ENTRY = re.compile(r"[A-Za-z0-9_.\-]{1,200}-cache")  # JAX's file names: <module name>-<sha256>-cache
+MAX_ENTRY_BYTES = 64 * 2**20
+MAX_ENTRIES = 4096
+MAX_STORE_BYTES = 1 * 2**30  # over it, the store is emptied and rebuilt as assignments need it
+NEVER_WRITE_SECONDS = "1e9"  # JAX writes only what took longer than this to compile
+BUILT = "built"  # one marker per assignment version built: <id>-<digest>.json
+
+
+def _platform_tag() -> str:
+    """jaxlib's version and this CPU (model and instruction-set flags), as a directory name."""
+    from importlib import metadata
+
+    try:
+        jaxlib = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        jaxlib = "none"
+    try:
+        cpu = "\n".join(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                        if line.startswith(("model name", "flags")))
+    except OSError:
+        cpu = platform.processor()
+    digest = hashlib.sha256(f"{platform.machine()}\n{cpu}\n{sys.version}".encode()).hexdigest()[:12]
+    return f"jaxlib-{jaxlib}-{platform.machine()}-{digest}"
+
+
+def store() -> Path | None:
+    """The store's directory, created (mode 0755, the grader's), or None when it is turned off
+    or this machine cannot bind it read-only."""
+    from grader.sandbox import available
+
+    setting = os.environ.get(ENV, "")
+    if setting.lower() in ("off", "0", "no", "false"):
+        return None
+    if "namespaces" not in available().layers:
+        return None
+    if setting:
+        root = Path(setting)
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = Path(cache) / "grader" / "executables"
+    path = (root / _platform_tag()).absolute()
+    try:
+        (path / BUILT).mkdir(parents=True, exist_ok=True)
+        for directory in (path, path / BUILT):
+            os.chmod(directory, 0o755)
+    except OSError:
+        return None
+    return path
+
+
+def sandbox_policy(sandboxed: bool) -> SandboxPolicy | None:
+    """The default sandbox of kernels and verifiers, reading the store where there is one."""
+    from grader.sandbox import SandboxPolicy
+
+    return SandboxPolicy(executables=store()) if sandboxed else None
+
+
+def sandbox_environment(path: Path, *, writable: bool) -> dict[str, str]:
+    """What a sandboxed process's JAX is told: where the store is, and (read-only) never to write."""
+    return {"JAX_COMPILATION_CACHE_DIR": str(path),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0" if writable else NEVER_WRITE_SECONDS,
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+            "JAX_COMPILATION_CACHE_MAX_SIZE": "-1"}  # no eviction: no file lock (seccomp refuses them)
+
+
+def _marker(path: Path, assignment: Assignment, solution: Path) -> Path:
+    """Built for this assignment, this reference solution and this probe and verifier (the
+    programs they compile)."""
+    from grader.assignment_digest import assignment_digest
+    from grader.sandbox import PROBE_DIR, VERIFIER_DIR
+
+    key = hashlib.sha256(assignment_digest(assignment.folder).encode() + solution.read_bytes())
+    for runtime in sorted([*PROBE_DIR.glob("*.py"), *VERIFIER_DIR.glob("*.py")]):
+        key.update(runtime.read_bytes())
+    return path / BUILT / f"{assignment.spec.id}-{key.hexdigest()[:16]}.json"
+    return path / BUILT / f"{assignment.spec.id}-{key}.json"
+
+
+def ensure(assignment: Assignment, *, sandbox: bool = True) -> int:
+    """Build the store for this assignment if it is not yet built (and can be); how many
+    programs were added. Never raises: a failed build only means compiling as before."""
+    from grader.assignment import reference_solution
+
+    path = store() if sandbox else None
+    solution = reference_solution(assignment)
+    try:
+        if path is None or solution is None or _marker(path, assignment, solution).is_file():
+            return 0
+        return build(assignment, solution, path)
+    except Exception:  # noqa: BLE001 - a cache: grading goes on compiling as before
+        return 0
+
+
+def build(assignment: Assignment, solution: Path, path: Path) -> int:
+    """Grade the reference solution with a writable cache, then adopt what it compiled."""
+    from grader.kernel import Kernel
+    from grader.options import GradeOptions
+    from grader.pipeline import grade_one
+    from grader.sandbox import SandboxPolicy
+    from grader.verifier.client import Verifier
+
+    if _size(path) > MAX_STORE_BYTES:
+        _empty(path)
+    plain = SandboxPolicy()
+    with tempfile.TemporaryDirectory(prefix=f"grade-{os.getpid()}-executables-") as scratch:
+        compiled = Path(scratch)
+        os.chown(compiled, plain.uid, plain.gid)
+        os.chmod(compiled, 0o700)
+        policy = SandboxPolicy(executables=compiled, executables_writable=True)
+        options = GradeOptions(assignment=str(assignment.folder), seed=0)
+        report = grade_one(solution, options, kernel_factory=lambda: Kernel(sandbox=policy),
+                           verifier=Verifier(sandbox=policy))
+        added = adopt(compiled, path)
+    if report.status == "graded":
+        _marker(path, assignment, solution).write_text(json.dumps({"solution": solution.name, "programs": added}) + "\n")
+    return added
+
+
+def adopt(compiled: Path, path: Path) -> int:
+    """Copy the entries a build wrote into the store: regular files with JAX's names and a
+    bounded size, never following a link; each appears whole (a rename) or not at all."""
+    added = 0
+    try:
+        names = sorted(os.listdir(compiled))[:MAX_ENTRIES]
+    except OSError:
+        return 0
+    for name in names:
+        if not ENTRY.fullmatch(name) or (path / name).exists():
+            continue
+        try:
+            fd = os.open(compiled / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+            os.close(fd)
+            continue
+        with os.fdopen(fd, "rb") as file:
+            data = file.read(MAX_ENTRY_BYTES + 1)
+        if len(data) > MAX_ENTRY_BYTES:
+            continue
+        partial = path / f".{name}.{os.getpid()}.partial"
+        partial.write_bytes(data)
+        os.chmod(partial, 0o644)
+        os.replace(partial, path / name)
+        added += 1
+    return added
+
+
+def _size(path: Path) -> int:
+    return sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())
+
+
+def _empty(path: Path) -> None:
+    for directory in (path, path / BUILT):
+        for entry in directory.iterdir():
+            if entry.is_file():
+                entry.unlink(missing_ok=True)

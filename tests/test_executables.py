@@ -1,0 +1,165 @@
+"""The store of the reference solution's compiled programs (grader/executables.py).
+
+What must hold: every sandboxed kernel and verifier reads it and none can write it; nothing a
+student compiles ever lands in it; the build adopts only JAX's regular entry files; a program
+found there is used (JAX reports a persistent-cache hit); verdicts are the same with and without
+it; it is built once per assignment version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from grader import assignment as assignments
+from grader import executables
+from grader.kernel import Kernel
+from grader.options import GradeOptions
+from grader.pipeline import grade_one
+from grader.sandbox import available
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "ch2-jit.ipynb"
+REFERENCE = (ROOT / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
+
+pytestmark = pytest.mark.skipif("namespaces" not in available().layers,
+                                reason="the store is bound read-only, which needs bwrap's namespaces")
+
+
+@pytest.fixture(scope="module")
+def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of its own, built once for these tests from the ch2-jit reference solution."""
+    root = tmp_path_factory.mktemp("executables")
+    previous = os.environ.get(executables.ENV)
+    os.environ[executables.ENV] = str(root)
+    try:
+        path = executables.store()
+        assert path is not None and path.is_relative_to(root)
+        added = executables.ensure(assignments.load("ch2-jit"))
+        assert added > 0
+        yield path
+    finally:
+        if previous is None:
+            os.environ.pop(executables.ENV, None)
+        else:
+            os.environ[executables.ENV] = previous
+
+
+def _contents(path: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in path.iterdir() if p.is_file()}
+
+
+def test_the_build_holds_the_kernels_and_the_verifiers_programs(built_store: Path) -> None:
+    names = {name.rsplit("-", 2)[0] for name in _contents(built_store)}
+    assert "jit_flat_call" in names  # the verifier's wrapper around an exported module
+    assert "jit_newton_sqrt" in names  # a compile the kernel's probe counts
+    assert list((built_store / executables.BUILT).glob("ch2-jit-*.json"))
+
+
+def test_a_second_ensure_builds_nothing(built_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    monkeypatch.setattr(executables, "build", lambda *a: calls.append(a) or 0)
+    assert executables.ensure(assignments.load("ch2-jit")) == 0
+    assert calls == []
+
+
+def test_off_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(executables.ENV, "off")
+    assert executables.store() is None
+    assert executables.sandbox_policy(True).executables is None
+    assert executables.sandbox_policy(False) is None
+
+
+def test_a_kernel_finds_the_references_programs_and_cannot_write_the_store(built_store: Path) -> None:
+    """The reference's Newton loop, compiled in a student's kernel, is a persistent-cache hit;
+    writing, replacing or deleting an entry fails (a read-only bind), and JAX writes nothing."""
+    before = _contents(built_store)
+    victim = sorted(before)[0]
+    kernel = Kernel(sandbox=executables.sandbox_policy(True)).start()
+    try:
+        assert kernel.run(REFERENCE, 120).status == "ok"
+        probe = f"""
+import os, jax, jax.numpy as jnp
+store = os.environ["JAX_COMPILATION_CACHE_DIR"]
+hits = []
+jax.monitoring.register_event_listener(lambda event, **kw: hits.append(event))
+jax.block_until_ready(newton_sqrt(3.0, 1e-5))  # as the probe's compile count calls it
+jax.block_until_ready(jax.jit(lambda v: v * 17.0 + 0.25)(jnp.ones(5)))  # a student's own program
+attempts = []
+for attack in (lambda: open(os.path.join(store, "planted-cache"), "wb").write(b"x"),
+               lambda: open(os.path.join(store, {victim!r}), "r+b").write(b"x"),
+               lambda: os.remove(os.path.join(store, {victim!r})),
+               lambda: os.rename(os.path.join(store, {victim!r}), os.path.join(store, "moved"))):
+    try:
+        attack()
+        attempts.append("succeeded")
+    except OSError as exc:
+        attempts.append(type(exc).__name__)
+with open(os.path.join(os.environ["HOME"], "seen.txt"), "w") as f:
+    f.write(repr((store, hits.count("/jax/compilation_cache/cache_hits"), attempts)))
+"""
+        assert kernel.run(probe, 120).status == "ok"
+        store, hits, attempts = eval((kernel.scratch / "seen.txt").read_text())
+    finally:
+        kernel.close()
+    assert store == str(built_store)
+    assert hits >= 1
+    assert "succeeded" not in attempts
+    assert _contents(built_store) == before  # the student's own program was not written either
+
+
+def test_verdicts_are_the_same_without_the_store(built_store: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(REFERENCE.replace("0.5 * (x + a / x)", "0.5 * (x + a / (x + 1e-3))"), encoding="utf-8")
+    options = GradeOptions(assignment="ch2-jit", seed=7)
+
+    def verdicts() -> list[tuple[str, str, str]]:
+        out = []
+        for path in (SOLUTION, wrong):
+            report = grade_one(path, options)
+            out += [(path.name, c.id, c.status) for e in report.exercises for c in e.checks]
+        return out
+
+    before = _contents(built_store)
+    with_store = verdicts()
+    assert _contents(built_store) == before  # grading a wrong answer added nothing
+    monkeypatch.setenv(executables.ENV, "off")
+    assert verdicts() == with_store
+    assert all(status == "passed" for name, _, status in with_store if name == SOLUTION.name)
+    assert any(status == "failed" for name, _, status in with_store if name == "wrong.py")
+
+
+def test_only_jaxs_regular_entry_files_are_adopted(tmp_path: Path) -> None:
+    compiled, store = tmp_path / "compiled", tmp_path / "store"
+    compiled.mkdir()
+    store.mkdir()
+    good = compiled / ("jit_f-" + "a" * 64 + "-cache")
+    good.write_bytes(b"program")
+    (compiled / "not-an-entry.txt").write_bytes(b"x")
+    outside = tmp_path / "outside-secret"
+    outside.write_bytes(b"secret")
+    (compiled / ("jit_link-" + "b" * 64 + "-cache")).symlink_to(outside)
+    os.mkfifo(compiled / ("jit_fifo-" + "c" * 64 + "-cache"))
+    (compiled / ("jit_dir-" + "d" * 64 + "-cache")).mkdir()
+    with open(compiled / ("jit_huge-" + "e" * 64 + "-cache"), "wb") as f:
+        f.truncate(executables.MAX_ENTRY_BYTES + 1)
+    assert executables.adopt(compiled, store) == 1
+    assert sorted(p.name for p in store.iterdir()) == [good.name]
+    assert (store / good.name).read_bytes() == b"program"
+    assert oct((store / good.name).stat().st_mode & 0o777) == "0o644"
+
+
+def test_an_existing_entry_is_never_replaced(tmp_path: Path) -> None:
+    """Entries are named by their key: the first one stays (a rebuild cannot swap it)."""
+    compiled, store = tmp_path / "compiled", tmp_path / "store"
+    compiled.mkdir()
+    store.mkdir()
+    name = "jit_f-" + "a" * 64 + "-cache"
+    (store / name).write_bytes(b"first")
+    (compiled / name).write_bytes(b"second")
+    assert executables.adopt(compiled, store) == 0
+    assert (store / name).read_bytes() == b"first"
