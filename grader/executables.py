@@ -1,13 +1,14 @@
 """Programs compiled once from an assignment's reference solution, which every sandboxed kernel
 and verifier reads instead of compiling the same program again.
 
-XLA's compiles are most of what a submission costs once kernels and verifiers are forked: on
-ch2-jit about 0.5 CPU s of the kernel's probe and 0.86 s of the verifier's. Many of those programs
-are ones the reference solution compiles too: JAX's own small programs (a dtype conversion, a
-broadcast), the verifier's wrapper around an exported module, and every function a student wrote
-the way the reference did. JAX's persistent compilation cache finds a program by a hash of the
-program itself (debug locations stripped), the compile options, the XLA flags and the jaxlib and
-backend versions, so a program found there is the executable a fresh compile would have produced.
+Once kernels and verifiers are forked, XLA's compiles are much of what a submission costs: the
+verifier compiles each exported module it runs (14 for the ch2-jit reference), the kernel's probe
+each call whose compiles it counts. Many of those programs are ones the reference solution
+compiles too: a correct answer written the reference's way exports the same module (locations
+stripped), and the verifier's wrapper around it is the same program. JAX's persistent compilation
+cache finds a program by a hash of the program itself (debug locations stripped), the compile
+options, the XLA flags and the jaxlib and backend versions, so what it finds is the executable a
+fresh compile would have produced.
 
 Trust, the same as before it:
 - Only the grader writes the store. `build()` grades the reference solution once, in a sandbox
@@ -17,8 +18,8 @@ Trust, the same as before it:
 - Every other kernel and verifier sees the store read-only (a bwrap bind), and JAX is told never
   to write there (a minimum compile time no compile reaches). Without the namespaces layer there
   is no read-only bind, and the store is not used.
-- The store is per machine (`~/.cache/grader/executables/<jaxlib>-<cpu>`): an executable is
-  compiled for this CPU. `GRADER_EXECUTABLES=off` turns it off, `=DIR` moves it.
+- The store is per machine (`~/.cache/jax-course-grader/executables/<jaxlib>-<cpu>`): an
+  executable is compiled for this CPU. `GRADER_EXECUTABLES=off` turns it off, `=DIR` moves it.
 
 Batches, `grade validate` and a single `grade FILE` build the store for an assignment the first
 time they need it, if its reference solution is on disk (`solutions/<id>.ipynb` or `.py` beside
@@ -82,7 +83,7 @@ def store() -> Path | None:
         root = Path(setting)
     else:
         cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(cache) / "grader" / "executables"
+        root = Path(cache) / "jax-course-grader" / "executables"  # beside the detective's truth
     path = (root / _platform_tag()).absolute()
     try:
         (path / BUILT).mkdir(parents=True, exist_ok=True)
@@ -157,7 +158,8 @@ def build(assignment: Assignment, solution: Path, path: Path) -> int:
                            verifier=Verifier(sandbox=policy))
         added = adopt(compiled, path)
     if report.status == "graded":
-        _marker(path, assignment, solution).write_text(json.dumps({"solution": solution.name, "programs": added}) + "\n")
+        built = {"solution": solution.name, "programs": added}
+        _marker(path, assignment, solution).write_text(json.dumps(built) + "\n")
     return added
 
 
