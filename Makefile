@@ -1,4 +1,5 @@
-# `make demo` grades the reference notebook; `make test` runs the whole suite, then validates
+# `make demo` grades the reference notebook; `make test` runs the whole suite (two pytest workers,
+# then the few tests that count machine-wide leftovers on their own), then validates
 # every assignment as test items (`make course-ci`: solutions full marks, templates zero, every
 # hand-written and derived mutant killed, every honest variant at full marks).
 # Both create .venv on first use with a Python 3.12+ interpreter found by scripts/find-python.
@@ -22,7 +23,8 @@ demo: $(STAMP)
 	$(VENV)/bin/grade solutions/ch2-jit.ipynb
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 -m "not serial"
+	$(PY) -m pytest -m serial
 	$(MAKE) course-ci
 
 # What docs/course-ci.yml runs in a course repository: every assignment validated as test items.

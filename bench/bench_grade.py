@@ -64,8 +64,10 @@ def main() -> int:
               f"{min(walls):.2f} | {max(walls):.2f} | {statistics.median(walls) / floor:.2f} | n/a | n/a |")
     sandboxed, bare, compiling = (statistics.median(c.wall_s for c in v) for v in list(costs.values())[1:])
     print(f"ratio grade / floor: {sandboxed / floor:.2f}x (target <= {TARGET}x)")
-    print(f"sandbox cost: {sandboxed - bare:+.2f} s, {100 * (sandboxed - bare) / sandboxed:+.1f} % of the "
-          "sandboxed total (target < 10 %)")
+    # --no-sandbox cannot bind the store read-only, so it compiles everything: the sandbox's own
+    # cost is the sandboxed run that compiles everything too, against it
+    print(f"sandbox cost: {compiling - bare:+.2f} s, {100 * (compiling - bare) / compiling:+.1f} % of the "
+          "sandboxed total, both compiling everything (target < 10 %)")
     print(f"the reference's compiled programs save {compiling - sandboxed:.2f} s "
           f"({compiling / floor:.2f}x the floor without them)")
     return 0

@@ -109,8 +109,11 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The reference solutions' compiled programs (grader/executables.py) are built here, once,
     rather than by whichever test happens to grade first (a test that kills its grader would
-    then kill a build)."""
+    then kill a build). With pytest-xdist, the controller builds before it starts its workers."""
     from grader import assignment, executables
+
+    if hasattr(session.config, "workerinput"):
+        return
 
     for name in assignment.available():
         executables.ensure(assignment.load(name))

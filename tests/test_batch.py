@@ -19,6 +19,7 @@ from grader.exports import gradescope_results
 from grader.grade_many import grade_many
 from grader.options import GradeOptions
 from grader.report import Report
+from grader.submission import claim_text
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = (ROOT / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
@@ -278,7 +279,7 @@ def test_the_notebooks_decide_the_batch_and_grade_the_rest_as_it(tmp_path: Path,
     assert {t.options.assignment for t in recorder.tasks} == {"ch2-jit"}
     reports = saved_reports(out)
     assert reports["mallory"].error == (f"{subs / 'mallory.ipynb'}: this notebook says it is for "
-                                        f"{str(evil)!r}, which is not an assignment here")
+                                        f"{claim_text(str(evil))}, which is not an assignment here")
     assert reports["trudy"].error.endswith(
         "this notebook says it is for '../evil', which is not an assignment here")
     assert reports["num"].error.endswith("this notebook says it is for 42, which is not an assignment here")

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from grader.errors import SubmissionUnreadable
-from grader.submission import read_submission
+from grader.submission import claim_text, read_submission
 
 # ----------------------------------------------------------------------------- notebooks
 
@@ -383,7 +383,7 @@ def test_a_notebook_naming_a_folder_runs_nothing_of_it(tmp_path: Path, repo_root
         with pytest.raises(WrongAssignment) as info:
             assignments.load(choose_assignment(sub, GradeOptions()))
         assert str(info.value) == \
-            f"{path}: this notebook says it is for {claim!r}, which is not an assignment here"
+            f"{path}: this notebook says it is for {claim_text(claim)}, which is not an assignment here"
         with pytest.raises(WrongAssignment):
             grade_one(path, GradeOptions(assignment="ch2-jit", sandbox=False), kernel_factory=no_kernel)
     assert not marker.exists()
