@@ -7,6 +7,7 @@ modules can define their own fixtures without clashing with these.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -106,10 +107,24 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return rec
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's store of compiled programs (grader/executables.py) is its own, in a temporary
+    directory the workers and every `grade` a test starts inherit: the assignments tests copy and
+    change are built into it, never into the user's ~/.cache."""
+    import os
+    import tempfile
+
+    from grader import executables
+
+    if not hasattr(config, "workerinput") and executables.ENV not in os.environ:
+        os.environ[executables.ENV] = tempfile.mkdtemp(prefix="grader-test-executables-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(executables.ENV), ignore_errors=True))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """The reference solutions' compiled programs (grader/executables.py) are built here, once,
-    rather than by whichever test happens to grade first (a test that kills its grader would
-    then kill a build). With pytest-xdist, the controller builds before it starts its workers."""
+    """The reference solutions' compiled programs are built here, once, rather than by whichever
+    test happens to grade first (a test that kills its grader would then kill a build). With
+    pytest-xdist, the controller builds before it starts its workers."""
     from grader import assignment, executables
 
     if hasattr(session.config, "workerinput"):
