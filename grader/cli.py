@@ -233,8 +233,9 @@ def _batch(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"grade: {terminal(warning, MESSAGE_LIMIT)}", file=sys.stderr)
     if result.interrupted:
-        print("grade: interrupted; finished reports are kept, rerun the same command to resume", file=sys.stderr)
-        return 130
+        word, code = ("terminated", 143) if result.terminated else ("interrupted", 130)
+        print(f"grade: {word}; finished reports are kept, rerun the same command to resume", file=sys.stderr)
+        return code
     if result.internal:
         shown = ", ".join(terminal(s, 40) for s in result.internal[:5]) + (", …" if len(result.internal) > 5 else "")
         print(f"grade: the grader failed on {len(result.internal)} submission(s) ({shown}), a grader bug: "

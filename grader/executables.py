@@ -48,9 +48,10 @@ ENV = "GRADER_EXECUTABLES"
 ENTRY = re.compile(r"[A-Za-z0-9_.\-]{1,200}-cache")  # JAX's file names: <module name>-<sha256>-cache
 MAX_ENTRY_BYTES = 64 * 2**20
 MAX_ENTRIES = 4096
-MAX_STORE_BYTES = 1 * 2**30  # over it, the store is emptied and rebuilt as assignments need it
+MAX_STORE_BYTES = 256 * 2**20  # over it, emptied and rebuilt as assignments need it (ch2-jit: 0.5 MB)
 NEVER_WRITE_SECONDS = "1e9"  # JAX writes only what took longer than this to compile
 BUILT = "built"  # one marker per assignment version built: <id>-<digest>.json
+SUMS = "sums"  # the sha256 of each entry as adopted: JAX loads whatever bytes sit under a key
 
 
 @functools.cache
@@ -88,12 +89,45 @@ def store() -> Path | None:
         root = Path(cache) / "jax-course-grader" / "executables"  # beside the detective's truth
     path = (root / _platform_tag()).absolute()
     try:
-        (path / BUILT).mkdir(parents=True, exist_ok=True)
-        for directory in (path, path / BUILT):
+        for directory in (path, path / BUILT, path / SUMS):
+            directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o755)
+        _verify(path)
     except OSError:
         return None
     return path
+
+
+@functools.cache
+def _verify(path: Path) -> int:
+    """Once per process: remove every entry whose bytes are not those adopted (another program's
+    executable under this key would be loaded as this one's: a verifier that cannot start, or
+    worse), and then every build marker, so that the next build puts back what is missing.
+    Returns how many entries were removed."""
+    removed = 0
+    for entry in path.iterdir():
+        if not ENTRY.fullmatch(entry.name):
+            continue
+        try:
+            expected = (path / SUMS / entry.name).read_text().strip()
+        except OSError:
+            expected = ""
+        if _sha256(entry) != expected:
+            entry.unlink(missing_ok=True)
+            (path / SUMS / entry.name).unlink(missing_ok=True)
+            removed += 1
+    if removed:
+        for marker in (path / BUILT).iterdir():
+            marker.unlink(missing_ok=True)
+    return removed
+
+
+def _sha256(file: Path) -> str | None:
+    try:
+        with open(file, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
 
 
 def sandbox_policy(sandboxed: bool) -> SandboxPolicy | None:
@@ -173,6 +207,7 @@ def adopt(compiled: Path, path: Path) -> int:
         names = sorted(os.listdir(compiled))[:MAX_ENTRIES]
     except OSError:
         return 0
+    (path / SUMS).mkdir(mode=0o755, exist_ok=True)
     for name in names:
         if not ENTRY.fullmatch(name) or (path / name).exists():
             continue
@@ -188,10 +223,12 @@ def adopt(compiled: Path, path: Path) -> int:
             data = file.read(MAX_ENTRY_BYTES + 1)
         if len(data) > MAX_ENTRY_BYTES:
             continue
-        partial = path / f".{name}.{os.getpid()}.partial"
-        partial.write_bytes(data)
-        os.chmod(partial, 0o644)
-        os.replace(partial, path / name)
+        for target, content in ((path / SUMS / name, hashlib.sha256(data).hexdigest().encode()),
+                                (path / name, data)):  # the sum first: an entry never lacks one
+            partial = target.with_name(f".{name}.{os.getpid()}.partial")
+            partial.write_bytes(content)
+            os.chmod(partial, 0o644)
+            os.replace(partial, target)
         added += 1
     return added
 
@@ -201,7 +238,7 @@ def _size(path: Path) -> int:
 
 
 def _empty(path: Path) -> None:
-    for directory in (path, path / BUILT):
+    for directory in (path, path / BUILT, path / SUMS):
         for entry in directory.iterdir():
             if entry.is_file():
                 entry.unlink(missing_ok=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from grader import assignment as assignments
-from grader import executables
+from grader import executables, interrupts
 from grader.batch import Executor, LocalExecutor, SerialExecutor, Task, error_report
 from grader.discovery import Discovery, discover
 from grader.errors import SubmissionUnreadable, UsageError, WrongAssignment
@@ -59,6 +59,7 @@ class BatchResult(BaseModel):
     not_graded: dict[str, list[str]] = {}  # reason -> students, for every error report written now
     died: list[str] = []  # graded, but a cell killed the kernel (the exercise after it scored 0)
     interrupted: bool
+    terminated: bool = False  # the interruption was SIGTERM (exit 143), not Ctrl-C (130)
     skipped: dict[str, str]  # files and folders that are not submissions
     below: list[str] = []  # students under --fail-under
     internal: list[str] = []  # students whose grading met a grader bug (grader.faults): exit 3
@@ -272,8 +273,9 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
             for _, report in executor_for(jobs, scheduler).map(tasks):
                 keep(report)
                 progress.update(report.status == "graded")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             result.interrupted = True
+            result.terminated = isinstance(stop, interrupts.Terminated)
         finally:
             progress.close()
         reports = batch.commit()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -148,7 +149,8 @@ def test_only_jaxs_regular_entry_files_are_adopted(tmp_path: Path) -> None:
     with open(compiled / ("jit_huge-" + "e" * 64 + "-cache"), "wb") as f:
         f.truncate(executables.MAX_ENTRY_BYTES + 1)
     assert executables.adopt(compiled, store) == 1
-    assert sorted(p.name for p in store.iterdir()) == [good.name]
+    assert sorted(p.name for p in store.iterdir() if p.is_file()) == [good.name]
+    assert (store / executables.SUMS / good.name).read_text() == hashlib.sha256(b"program").hexdigest()
     assert (store / good.name).read_bytes() == b"program"
     assert oct((store / good.name).stat().st_mode & 0o777) == "0o644"
 
@@ -163,3 +165,27 @@ def test_an_existing_entry_is_never_replaced(tmp_path: Path) -> None:
     (compiled / name).write_bytes(b"second")
     assert executables.adopt(compiled, store) == 0
     assert (store / name).read_bytes() == b"first"
+
+
+def test_an_entry_holding_another_programs_bytes_is_removed_before_any_kernel_reads_it(
+        built_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an attack: JAX loads whatever bytes sit under a key, so the verifier's warm-up
+    entry holding another executable stopped every verifier from starting (exit 3). Each entry's
+    sha256 is kept at adoption and checked once per process; a mismatch removes the entry and the
+    build markers (the next build puts it back), and grading is as before."""
+    root = tmp_path / "root"
+    copy = root / built_store.name
+    shutil.copytree(built_store, copy)
+    entries = sorted((p for p in copy.iterdir() if executables.ENTRY.fullmatch(p.name)),
+                     key=lambda p: p.stat().st_size)
+    victim, donor = entries[0], entries[-1]
+    victim.write_bytes(donor.read_bytes())
+    monkeypatch.setenv(executables.ENV, str(root))
+    executables._verify.cache_clear()
+    assert executables.store() == copy
+    assert not victim.exists() and donor.exists()
+    assert list((copy / executables.BUILT).iterdir()) == []  # rebuilt by the next ensure
+    report = grade_one(SOLUTION, GradeOptions(assignment="ch2-jit", seed=3))
+    assert report.score == report.max_score
+    assert executables.ensure(assignments.load("ch2-jit")) >= 1
+    assert victim.exists() and victim.read_bytes() != donor.read_bytes()

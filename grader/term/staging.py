@@ -48,7 +48,7 @@ def locked(out_dir: Path) -> Iterator[None]:
         try:
             yield
         finally:
-            _held[key] -= 1
+            _held[key] = _held.get(key, 1) - 1
         return
     out_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -62,7 +62,7 @@ def locked(out_dir: Path) -> Iterator[None]:
         try:
             yield
         finally:
-            del _held[key]
+            _held.pop(key, None)  # never raises: this may run in a finalizer (a signal mid-enter)
     finally:
         os.close(fd)  # releases the lock
 
