@@ -112,7 +112,7 @@ def test_one_file_stops_at_once_and_cleans_up(endless, tmpdir_for_grade, signum,
 
 @pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGINT, 130, "interrupted"),
                                                      (signal.SIGTERM, 143, "terminated")])
-def test_a_batch_stops_on_ctrl_c_without_tracebacks(tmp_path, tmpdir_for_grade, signum, code, word) -> None:
+def test_a_batch_stops_on_a_signal_without_tracebacks(tmp_path, tmpdir_for_grade, signum, code, word) -> None:
     """SIGTERM is said as such (143), not as a Ctrl-C: found by an attack, the batch loop's
     handler took its KeyboardInterrupt subclass for one."""
     subs = tmp_path / "subs"
