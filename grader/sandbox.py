@@ -247,20 +247,23 @@ class Sandbox:
                     created.add(parent)
             args += ["--ro-bind", str(source), str(source)]
             created.add(source)
-        for parent in reversed(self.scratch.parents):  # TMPDIR=/var/tmp/x: /var, /var/tmp, ...
-            inside_readonly = any(parent == s or s in parent.parents for s in readonly)
-            if parent not in created and not inside_readonly:
-                args += ["--perms", "0755", "--dir", str(parent)]
-                created.add(parent)
+
+        def parents_of(path: Path) -> list[str]:
+            """The directories above a bind that no read-only bind already holds, made 0755."""
+            made: list[str] = []
+            for parent in reversed(path.parents):
+                inside_readonly = any(parent == s or s in parent.parents for s in readonly)
+                if parent not in created and not inside_readonly:
+                    made += ["--perms", "0755", "--dir", str(parent)]
+                    created.add(parent)
+            return made
+
+        args += parents_of(self.scratch)  # TMPDIR=/var/tmp/x: /var, /var/tmp, ...
         if self.policy.executables is not None:
             from grader.executables import sandbox_environment
 
             store = self.policy.executables
-            for parent in reversed(store.parents):
-                inside_readonly = any(parent == s or s in parent.parents for s in readonly)
-                if parent not in created and not inside_readonly:
-                    args += ["--perms", "0755", "--dir", str(parent)]
-                    created.add(parent)
+            args += parents_of(store)
             args += ["--bind" if self.policy.executables_writable else "--ro-bind", str(store), str(store)]
             for name, value in sandbox_environment(store, writable=self.policy.executables_writable).items():
                 args += ["--setenv", name, value]
