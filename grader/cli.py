@@ -61,16 +61,24 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _version() -> str:
-    from grader.report import environment
+class _Version(argparse.Action):
+    """`--version`, read only when asked: building the parser must not import the report's
+    models, which would delay the kernel that `grade FILE` starts before its heavier imports."""
 
-    return f"grade (jax-course-grader) {environment().grader}"
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object):
+        super().__init__(option_strings, dest=dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from grader.report import environment
+
+        print(f"grade (jax-course-grader) {environment().grader}")
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="grade", description="Grade JAX course submissions (notebooks or modules).",
                 epilog=SUBCOMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action=_Version)
     p.add_argument("paths", nargs="+", metavar="PATH", help="submission files (.ipynb or .py)")
     p.add_argument("-a", "--assignment", help="assignment id or folder (default: from the notebook or file name)")
     p.add_argument("--json", metavar="FILE", help="write the JSON report here ('-' prints only the JSON)")

@@ -396,3 +396,107 @@ def test_the_kernel_s_recompile_explanations_are_bounded() -> None:
     for field, value in (("why", ["at x"] * 65), ("static", ["s" * 3000]), ("arguments", ["a"] * 65)):
         with pytest.raises(ValidationError):
             CompileCountResult(compiles=1, names=["f"], **{field: value})
+
+
+# ----------------------------------------------------------------------------- export memo
+
+SCALAR = {"t": "abstract", "shape": [], "dtype": "float32", "weak": False}
+
+
+def test_one_batch_exports_a_function_once_for_the_same_abstract_arguments() -> None:
+    """Requests that differ only in their fallback share the abstract export: the function is
+    traced once, and every request gets the same module."""
+    traces: list[int] = []
+
+    def f(x, tol):
+        traces.append(1)
+        return x * tol
+
+    requests = [{"op": "export", "id": f"e{i}", "target": "f", "args": [SCALAR, SCALAR],
+                 "fallback": fallback}
+                for i, fallback in enumerate([{}, {"1": py(1e-6)}, {"0": py(2.0), "1": py(0.1)}])]
+    emitted: list[dict] = []
+    runtime.serve(json.dumps(requests), {"f": f}, emit=emitted.append)
+    results = [o["observation"]["result"] for o in emitted]
+    assert len(traces) == 1
+    assert len({r["module"] for r in results}) == 1 and all(r["baked"] == [] for r in results)
+    # another batch (a new probe cell) traces again: the notebook may have changed since
+    runtime.serve(json.dumps(requests[:1]), {"f": f}, emit=emitted.append)
+    assert len(traces) == 2
+
+
+def test_a_function_that_cannot_be_traced_abstractly_is_tried_once_and_baked_per_request() -> None:
+    """The abstract attempt's failure is remembered; each request still bakes its own fallback,
+    and one without a fallback still reports what the abstract attempt raised."""
+    attempts: list[str] = []
+
+    def newton(a, tol):
+        attempts.append(type(tol).__name__)
+        steps = 0
+        while tol < 1.0:  # a Python while on a traced tol cannot be traced abstractly
+            tol, steps = tol * 2, steps + 1
+        return a * steps
+
+    requests = [{"op": "export", "id": "plain", "target": "newton", "args": [SCALAR, SCALAR]},
+                {"op": "export", "id": "tight", "target": "newton", "args": [SCALAR, SCALAR],
+                 "fallback": {"1": py(1e-3)}},
+                {"op": "export", "id": "loose", "target": "newton", "args": [SCALAR, SCALAR],
+                 "fallback": {"1": py(0.5)}}]
+    emitted: list[dict] = []
+    runtime.serve(json.dumps(requests), {"newton": newton}, emit=emitted.append)
+    plain, tight, loose = (o["observation"] for o in emitted)
+    assert plain["status"] == "raised" and plain["raised"]["ename"].startswith("Tracer")
+    assert tight["status"] == loose["status"] == "ok"
+    assert tight["result"]["baked"] == loose["result"]["baked"] == [1]
+    assert tight["result"]["abstract_raised"] == plain["raised"]
+    assert tight["result"]["module"] != loose["result"]["module"]  # each bakes its own tol
+    abstract_attempts = [a for a in attempts if a != "float"]
+    assert len(abstract_attempts) == 1
+
+
+def test_the_export_memo_is_per_function_object_and_per_globals() -> None:
+    """A redefined function, or other globals set for the call, is exported anew."""
+    def first(x):
+        return x + 1
+
+    def second(x):
+        return x + 2
+
+    runtime.begin_batch()
+    ask = {"op": "export", "id": "e", "target": "f", "args": [SCALAR]}
+    one = runtime.observe(ask, {"f": first})["result"]["module"]
+    two = runtime.observe(ask, {"f": second})["result"]["module"]
+    assert one != two
+    scaled = {**ask, "set_globals": {"k": py(3.0)}}
+
+    ns = {"k": 2.0}
+    exec("def f(x):\n    return x * k", ns)  # a notebook's function reads the notebook's globals
+    plain = runtime.observe(ask, ns)["result"]["module"]
+    assert runtime.observe(scaled, ns)["result"]["module"] != plain
+
+
+def test_a_python_loop_s_count_is_baked_alone_and_its_learning_rate_stays_an_input() -> None:
+    """Only what must be concrete is baked in: the loop's count. The learning rate stays an
+    input, so every hidden learning rate runs the same program."""
+    def train(w, lr, n):
+        for _ in range(n):  # a Python loop needs a concrete count
+            w = w - lr * w
+        return w
+
+    def branchy(w, lr, n):
+        for _ in range(n):
+            w = w - lr * w if lr > 0.1 else w  # a Python `if` on lr needs it concrete too
+        return w
+
+    def export(fn, lr: float) -> dict:
+        request = {"op": "export", "id": "e", "target": "f", "args": [SCALAR, {**SCALAR, "weak": True},
+                                                                     {**SCALAR, "dtype": "int32", "weak": True}],
+                   "fallback": {"1": py(lr), "2": py(3)}}
+        raw = runtime.observe(request, {"f": fn})
+        assert raw["status"] == "ok", raw
+        return raw["result"]
+
+    first, second = export(train, 0.25), export(train, 0.5)
+    assert first["baked"] == second["baked"] == [2]
+    assert first["module"] == second["module"]
+    assert export(branchy, 0.25)["baked"] == [1, 2]

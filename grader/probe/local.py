@@ -26,8 +26,10 @@ class LocalProber:
         self.namespace = namespace
 
     def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]:
-        """`timeout` is not enforced here: a self-check runs in the student's own kernel."""
+        """`timeout` is not enforced here: a self-check runs in the student's own kernel. One memo
+        of abstract exports per batch, as in a kernel's probe cell."""
         out = {}
+        runtime.begin_batch()
         for request in requests:
             raw = runtime.observe(request.model_dump(mode="json"), self.namespace)
             out[request.id] = Observation.model_validate(raw)
