@@ -260,19 +260,26 @@ def _too_much_code(count: int) -> str:
     return f"has {count} characters of code, more than the {MAX_SOURCE_CHARS} a submission may run"
 
 
+def _converted_cells(text: str, shown: str) -> object:
+    """The cells of a notebook of another format than v4 (v3's worksheets), converted by
+    nbformat. A v4 notebook's cells are read from its JSON directly: nbformat would parse it
+    again and compile its schema validator (0.1 s a process) only to log what it finds."""
+    import nbformat  # here: reading a module, a v4 notebook or peeking at a batch needs none of it
+
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises several unrelated types for bad JSON/schema
+        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook ({type(exc).__name__})") from None
+    return nb.get("cells") if isinstance(nb, dict) else None
+
+
 def _notebook_cells(text: str, shown: str) -> tuple[list[SourceCell], str | None]:
     raw = _parse_json(text, shown)
     hint = _claim(raw, shown)
     count = _cell_count(raw)
     if count > MAX_NOTEBOOK_CELLS:
         raise SubmissionUnreadable(shown, _too_many_cells(count))
-    import nbformat  # here: reading a module or peeking at a batch needs none of it
-
-    try:
-        nb = nbformat.reads(text, as_version=4)
-    except Exception as exc:  # nbformat raises several unrelated types for bad JSON/schema
-        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook ({type(exc).__name__})") from None
-    cells_in = nb.get("cells") if isinstance(nb, dict) else None
+    cells_in = raw.get("cells") if raw.get("nbformat") == 4 else _converted_cells(text, shown)
     if not isinstance(cells_in, list):
         raise SubmissionUnreadable(shown, "not a valid Jupyter notebook (no list of cells)")
     if len(cells_in) > MAX_NOTEBOOK_CELLS:

@@ -209,6 +209,25 @@ def test_json_that_is_not_a_notebook(tmp_path: Path) -> None:
     assert unreadable(path).reason.startswith("not a valid Jupyter notebook")
 
 
+@pytest.mark.parametrize("notebook", ["solutions/ch2-jit.ipynb", "student_template/ch2-jit.ipynb",
+                                      "solutions/ch2-practice.ipynb"])
+def test_a_v4_notebook_s_cells_are_nbformat_s(repo_root: Path, notebook: str) -> None:
+    """v4 cells are read from the JSON itself (no nbformat, no schema validator): the same cells."""
+    nb = nbformat.read(repo_root / notebook, as_version=4)
+    expected = [c.source for c in nb.cells if c.cell_type == "code" and c.source.strip()
+                and "selfcheck" not in c.metadata.get("tags", [])]
+    assert [c.source for c in read_submission(repo_root / notebook).cells] == expected
+
+
+def test_a_v3_notebook_is_converted(tmp_path: Path) -> None:
+    path = tmp_path / "old.ipynb"
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": ""},
+          "worksheets": [{"cells": [{"cell_type": "code", "input": ["x = 1\n", "y = 2"], "language": "python",
+                                     "metadata": {}, "outputs": [], "collapsed": False}], "metadata": {}}]}
+    path.write_text(json.dumps(v3), encoding="utf-8")
+    assert [c.source for c in read_submission(path).cells] == ["x = 1\ny = 2"]
+
+
 @pytest.mark.parametrize("suffix", [".py", ".ipynb"])
 def test_non_utf8_bytes(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"latin1{suffix}"
