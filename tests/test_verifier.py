@@ -422,6 +422,24 @@ def test_modules_run_in_the_sandbox_and_agree_with_numpy(verifier: Verifier) -> 
 
 
 @kernel
+def test_a_module_calling_lapack_runs_after_modules_that_do_not(verifier: Verifier) -> None:
+    """The verifier initialises LAPACK only for a module that calls it (runtime.defer_lapack):
+    one that comes after others, in the same process, still gets it."""
+    m = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
+    v = np.array([1.0, -2.0, 0.5], np.float32)
+    jobs = [VerifierJob(id="plain", module=serialized(newton, S((4,), F32)), calls=[[arr(np.ones(4, np.float32))]]),
+            VerifierJob(id="solve", module=serialized(jnp.linalg.solve, S((3, 3), F32), S((3,), F32)),
+                        calls=[[arr(m), arr(v)]]),
+            VerifierJob(id="eigh", module=serialized(lambda a: jnp.linalg.eigh(a)[0], S((3, 3), F32)),
+                        calls=[[arr(m)]])]
+    results = verifier.run(jobs, timeout=60)
+    assert [r.status for r in results.values()] == ["ok"] * 3, results
+    assert any(t.startswith("lapack_") for t in results["solve"].facts.custom_calls)
+    np.testing.assert_allclose(from_wire(results["solve"].values[0][0]), np.linalg.solve(m, v), rtol=1e-4)
+    np.testing.assert_allclose(from_wire(results["eigh"].values[0][0]), np.linalg.eigvalsh(m), rtol=1e-4)
+
+
+@kernel
 def test_unused_inputs_keywords_and_several_platforms(verifier: Verifier) -> None:
     """Flat inputs follow `in_avals` whatever the module keeps: an unused one, a keyword one;
     a module exported for cpu and cuda takes its platform index inside `Exported.call`."""

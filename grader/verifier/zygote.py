@@ -112,8 +112,8 @@ def main() -> int:
     import numpy  # noqa: F401
     from jax import export  # noqa: F401
 
-    try:  # what a child's first exported call would import: SciPy's LAPACK, which JAX's CPU
-        import scipy.linalg.cython_lapack  # noqa: F401 - kernels come from (0.17 CPU s a child)
+    try:  # what a child initialises before a module that calls LAPACK (runtime.defer_lapack):
+        import scipy.linalg.cython_lapack  # noqa: F401 - SciPy's kernels (0.17 CPU s a child)
     except ImportError:
         pass
 
