@@ -2,7 +2,9 @@
 
 Every run of one exported module becomes part of one job (the module is deserialized and
 compiled once, all its calls executed, its facts read once); identical modules that several
-exports returned (the same program, baked values unused) are one job too. What comes back is
+exports returned (the same program, baked values unused) are one job too. A module's facts come
+with its run; only a module that is inspected and never run, or whose run hung or killed the
+verifier, gets a job that runs nothing. What comes back is
 validated by the verifier client; here it is cut back into each run's share and turned into
 NumPy values for the checks.
 """
@@ -13,6 +15,7 @@ import base64
 import hashlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -64,32 +67,39 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
             if obs is None or obs.status != "ok" or not isinstance(obs.result, ExportResult):
                 continue
             digest = hashlib.sha256(obs.result.module.encode("ascii")).hexdigest()[:24]
-            module, placed = by_module.setdefault(digest, (obs.result.module, []))
+            _, placed = by_module.setdefault(digest, (obs.result.module, []))
             job_calls = calls.setdefault(digest, [])
             placed.append((run, len(job_calls)))
             baked = set(obs.result.baked)  # those values are in the module: not inputs
             job_calls.extend([v for i, v in enumerate(call) if i not in baked] for call in run.inputs)
     if not by_module:
         return {}
+    started = time.monotonic()
+    blobs = {digest: _blob(module) for digest, (module, _) in by_module.items()}
     jobs, chunks = [], {}
-    for digest, (module, _) in by_module.items():
-        try:
-            blob = base64.b64decode(module, validate=True)
-        except ValueError:  # the protocol's pattern refuses it first; never the grader's crash
-            blob = b""
-        # the module's facts first, from a job that runs nothing: a structure check keeps them
-        # even when running the module hangs or crashes the verifier
-        jobs.append(VerifierJob(id=f"{digest}-facts", module=blob, calls=[]))
+    for digest, blob in blobs.items():
         all_calls = calls[digest]
+        if not all_calls:  # inspected only: a job that runs nothing
+            jobs.append(_facts_job(digest, blob))
+            continue
         parts = [all_calls[i:i + MAX_CALLS_PER_JOB] for i in range(0, len(all_calls), MAX_CALLS_PER_JOB)]
         chunks[digest] = [f"{digest}-{n}" for n in range(len(parts))]
         jobs += [VerifierJob(id=job_id, module=blob, calls=part) for job_id, part in zip(chunks[digest], parts)]
     total = timeout * len(jobs) if budget is None else min(timeout * len(jobs), budget)
     results = verifier.run(jobs, total)
+    # A module whose run hung or killed the verifier brought no facts: a job that runs nothing
+    # reads them, so that a structure check still judges it.
+    unread = [_facts_job(digest, blobs[digest]) for digest, ids in chunks.items()
+              if _unanswered(results.get(ids[0]))]
+    left = None if budget is None else budget - (time.monotonic() - started)
+    if unread and (left is None or left > 0):
+        results.update(verifier.run(unread, timeout * len(unread) if left is None
+                                    else min(timeout * len(unread), left)))
     outcomes: dict[int, RunOutcome] = {}
     for digest, (_, placed) in by_module.items():
-        facts = results.get(f"{digest}-facts")
-        merged = _merge(facts, [results.get(job_id) for job_id in chunks[digest]])
+        parts = [results.get(job_id) for job_id in chunks.get(digest, [])]
+        facts = _inspection(parts[0] if parts else None, results.get(f"{digest}-facts"))
+        merged = _merge(facts, parts)
         judged = any(run.judged for run, _ in placed)  # a value check runs this very module
         for run, offset in placed:
             if run.inputs:
@@ -100,8 +110,35 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
     return outcomes
 
 
+def _blob(module: str) -> bytes:
+    try:
+        return base64.b64decode(module, validate=True)
+    except ValueError:  # the protocol's pattern refuses it first; never the grader's crash
+        return b""
+
+
+def _facts_job(digest: str, blob: bytes) -> VerifierJob:
+    return VerifierJob(id=f"{digest}-facts", module=blob, calls=[])
+
+
+def _unanswered(result: VerifierResult | None) -> bool:
+    """Whether a job ended without the verifier's word on its module (the grader's timeout, a
+    verifier that died)."""
+    return result is None or result.status in ("timeout", "crashed")
+
+
+def _inspection(first: VerifierResult | None, facts_job: VerifierResult | None) -> VerifierResult | None:
+    """What the module is, as a job that ran nothing would say: the facts its first run
+    brought (whether or not a call then failed), its refusal, or the facts job's answer."""
+    if first is not None and first.facts is not None and first.status in ("ok", "error"):
+        return first.model_copy(update={"status": "ok", "values": [], "detail": None})
+    if first is not None and not _unanswered(first):
+        return first  # refused, or not even readable: a job that ran nothing says the same
+    return facts_job
+
+
 def _merge(facts: VerifierResult | None, parts: list[VerifierResult | None]) -> VerifierResult | None:
-    """One module's results, from its facts job and the jobs its calls were split into."""
+    """One module's results, from what it is (`_inspection`) and the jobs its calls were split into."""
     if facts is None or facts.status != "ok":
         return facts
     values = []

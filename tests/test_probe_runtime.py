@@ -470,7 +470,7 @@ def test_the_export_memo_is_per_function_object_and_per_globals() -> None:
     scaled = {**ask, "set_globals": {"k": py(3.0)}}
 
     ns = {"k": 2.0}
-    exec("def f(x):\n    return x * k", ns)  # a notebook's function reads the notebook's globals
+    exec("def f(x):\n    return x * k", ns)  # noqa: S102 - a notebook's function reads its globals
     plain = runtime.observe(ask, ns)["result"]["module"]
     assert runtime.observe(scaled, ns)["result"]["module"] != plain
 
