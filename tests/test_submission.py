@@ -219,6 +219,28 @@ def test_a_v4_notebook_s_cells_are_nbformat_s(repo_root: Path, notebook: str) ->
     assert [c.source for c in read_submission(repo_root / notebook).cells] == expected
 
 
+@pytest.mark.parametrize(("cells", "read"), [
+    ([1, "x", None, [], {"cell_type": "code", "source": "a = 1"}], ["a = 1"]),  # what is not a cell: skipped
+    ([{"cell_type": ["code"], "source": "a = 1"}], []),
+    ([{"cell_type": "code", "source": "a = 1", "metadata": "x"}], ["a = 1"]),
+    ([{"cell_type": "code", "source": "a = 1", "metadata": {"tags": "selfcheck"}}], ["a = 1"]),
+    ([{"cell_type": "code", "source": 5}], None),
+    ([{"cell_type": "code", "source": ["a = 1", 2]}], None),
+    ({"a": 1}, None),
+    ("text", None),
+])
+def test_a_v4_notebook_of_strange_shapes_is_read_or_refused_in_one_sentence(tmp_path: Path, cells: object,
+                                                                            read: list[str] | None) -> None:
+    """Read from its JSON without nbformat, a v4 notebook's every field is the student's: odd
+    shapes are skipped or refused as that submission's error, never the grader's crash."""
+    path = tmp_path / "odd.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}), encoding="utf-8")
+    if read is None:
+        assert unreadable(path).reason.startswith("not a valid Jupyter notebook")
+    else:
+        assert [c.source for c in read_submission(path).cells] == read
+
+
 def test_a_v3_notebook_is_converted(tmp_path: Path) -> None:
     path = tmp_path / "old.ipynb"
     v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": ""},
