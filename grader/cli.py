@@ -143,11 +143,11 @@ def _below(report: Report, fail_under: float | None) -> bool:
 
 def _check_isolation(args: argparse.Namespace, batch: bool = False) -> bool:
     """Whether to sandbox; says once what is missing; refuses a batch without the full sandbox."""
-    from grader.sandbox import available
+    from grader.sandbox import detect
 
     if args.no_sandbox:
         return False
-    isolation = available()
+    isolation = detect()
     if isolation.missing:
         if batch:
             raise UsageError("grading several submissions needs the full sandbox, and this machine lacks "
@@ -360,13 +360,20 @@ def run(argv: list[str]) -> int:
     if args.scheduler or args.format:
         raise UsageError("--scheduler and --format are for batch mode (several files or a folder)")
     sandboxed = _check_isolation(args)
-    # Start the first kernel before the heavier imports: it boots while the grader gets ready.
-    from grader.kernel import Prelaunched
+    # Start the first kernel before the heavier imports (jupyter_client above all): it boots
+    # while the grader gets ready, and is adopted by the first Kernel.
     from grader.executables import sandbox_policy
+    from grader.kernel_launch import KERNEL_ARGS, LaunchedKernel
 
     policy = sandbox_policy(sandboxed)
-    kernels = Prelaunched(sandbox=policy) if Path(args.paths[0]).is_file() else None
+    first = LaunchedKernel(policy, KERNEL_ARGS) if Path(args.paths[0]).is_file() else None
+    kernels = None
     try:
+        from grader.kernel import Prelaunched
+
+        if first is not None:
+            kernels = Prelaunched(sandbox=policy, first=first)
+            first = None
         from grader.options import GradeOptions
         from grader.pipeline import grade_one
 
@@ -389,6 +396,8 @@ def run(argv: list[str]) -> int:
             print(f"feedback: {terminal(shown, PATH_LIMIT)}", file=sys.stderr if args.json == "-" else sys.stdout)
         return 1 if _below(report, args.fail_under) else 0
     finally:
+        if first is not None:  # never adopted (jupyter_client failed to import)
+            first.discard()
         if kernels is not None:
             kernels.close()
 

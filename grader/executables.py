@@ -75,12 +75,12 @@ def _platform_tag() -> str:
 def store() -> Path | None:
     """The store's directory, created (mode 0755, the grader's), or None when it is turned off
     or this machine cannot bind it read-only."""
-    from grader.sandbox import available
+    from grader.sandbox import detect
 
     setting = os.environ.get(ENV, "")
     if setting.lower() in ("off", "0", "no", "false"):
         return None
-    if "namespaces" not in available().layers:
+    if "namespaces" not in detect().layers:
         return None
     if setting:
         root = Path(setting)

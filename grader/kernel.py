@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,18 +33,13 @@ from pydantic import BaseModel, Field
 
 from grader import interrupts, lifetime
 from grader.errors import KernelStartFailed
+from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel, scratch_directory
 from grader.probe.protocol import MIME_TYPE
 from grader.sandbox import Sandbox, SandboxPolicy, available
 from grader.wire import DROPPED, BoundedSockets, GraderSession, MessageRejected, bounded_context
 
 STARTUP_TIMEOUT_S = 60
 HARD_DEADLINE_GRACE_S = 5.0  # past nbclient's own cell timeout, our wall-clock bound ends the cell
-# No history database per kernel; plain tracebacks: the grader reads a traceback's exception and
-# its "Cell In[n], line k" only, which the plain form has without analysing the cell's source for
-# context (75 to 54 ms for a cell of 600 lines that raises).
-KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain"]
-# A warm kernel imports JAX while it boots, ahead of need; no name is left in the namespace.
-WARM_ARGS = ["--IPKernelApp.exec_lines=__import__('jax.numpy')"]
 
 
 class CellRun(BaseModel):
@@ -233,6 +227,7 @@ class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
 
     sandbox: Sandbox | None = None
     server: Any = None  # a KernelServer: the kernel is forked, not started by a command
+    adopted: Any = None  # the Popen of a kernel already started (grader.kernel_launch)
 
     def _context_default(self) -> Any:
         self._created_context = True
@@ -246,10 +241,13 @@ class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
         return self.sandbox.wrap(cmd, self.connection_file) if self.sandbox else cmd
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
-        if self.server is None:
+        if self.server is None and self.adopted is None:
             return await super()._async_launch_kernel(kernel_cmd, **kw)
         assert self.provisioner is not None
-        process = self.server.fork_kernel(kernel_cmd, self.connection_file)
+        if self.adopted is not None:  # started already, with this connection file
+            process, self.adopted = self.adopted, None
+        else:
+            process = self.server.fork_kernel(kernel_cmd, self.connection_file)
         provisioner: Any = self.provisioner
         provisioner.process, provisioner.pid, provisioner.pgid = process, process.pid, process.pid
         provisioner.cwd = kw.get("cwd")
@@ -258,35 +256,25 @@ class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
     _launch_kernel = run_sync(_async_launch_kernel)
 
 
-SOCKET_PATH_MAX = 107
-"""Bytes of a unix socket path (sun_path, less its NUL); the kernel's ipc sockets live in its
-scratch directory as `kernel-ipc-<port>`."""
-
-
-def scratch_directory() -> Path:
-    """A fresh scratch directory under TMPDIR (any writable directory: SLURM and CI runners set
-    it), or under /tmp where TMPDIR's path is too long for the kernel's ipc sockets."""
-    longest = len("/grade-4194304-12345678/kernel-ipc-65535")
-    base = tempfile.gettempdir()
-    if len(os.fsencode(base)) + longest > SOCKET_PATH_MAX:
-        base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-", dir=base))  # sandbox.sweep finds it by pid
-
-
 class Kernel:
     """A kernel process in its own scratch directory (and sandbox); use as a context manager.
 
     With `server` (a batch worker's KernelServer), the kernel is forked from it, in the
     server's sandbox and scratch directory (grader/forking.py says why that is as isolated);
-    JAX is then imported already, as in a warm kernel."""
+    JAX is then imported already, as in a warm kernel. With `adopt`, the kernel is one that
+    grader.kernel_launch started already, in its own scratch directory and sandbox."""
 
     def __init__(self, *, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None,
-                 warm: bool = False, server: Any = None):
+                 warm: bool = False, server: Any = None, adopt: LaunchedKernel | None = None):
         self._server = server
-        self.scratch = scratch_directory() if server is None else Path(os.devnull)  # set at launch
+        self._adopt = adopt
+        if adopt is not None:
+            self.scratch, self._sandbox = adopt.scratch, adopt.sandbox
+        else:
+            self.scratch = scratch_directory() if server is None else Path(os.devnull)  # set at launch
+            self._sandbox = Sandbox(self.scratch, sandbox, available()) if sandbox and server is None else None
         self._kernel_name = kernel_name
         self._args = KERNEL_ARGS + (WARM_ARGS if warm and server is None else [])
-        self._sandbox = Sandbox(self.scratch, sandbox, available()) if sandbox and server is None else None
         self._km: AsyncKernelManager | None = None
         self._client: Any = None
         self.alive = False
@@ -316,8 +304,16 @@ class Kernel:
         km.connection_file = str(self.scratch / "connection.json")  # never in a shared runtime dir
         self._km = km
         lifetime.track(self)
+        adopt, self._adopt = self._adopt, None
         try:
-            if self._sandbox:
+            if adopt is not None:
+                adopt.adopted()  # this Kernel kills it from now on
+                km.sandbox = self._sandbox
+                km.connection_file = adopt.connection_file
+                km.load_connection_file()
+                km._connection_file_written = True  # the kernel may be reading it: never rewritten
+                km.adopted = adopt.process
+            elif self._sandbox:
                 self._sandbox.prepare()
                 km.sandbox = self._sandbox
             km.server = self._server
@@ -498,11 +494,13 @@ class Kernel:
 
 
 class Prelaunched:
-    """A kernel factory whose first kernel is already booting; later ones are started fresh."""
+    """A kernel factory whose first kernel is already booting (started by grader.kernel_launch
+    when given, else now); later ones are started fresh."""
 
-    def __init__(self, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None):
+    def __init__(self, kernel_name: str = "python3", sandbox: SandboxPolicy | None = None,
+                 first: LaunchedKernel | None = None):
         self._make = functools.partial(Kernel, kernel_name=kernel_name, sandbox=sandbox)
-        self._first: Kernel | None = self._make().launch()
+        self._first: Kernel | None = (self._make(adopt=first) if first is not None else self._make()).launch()
 
     def __call__(self) -> Kernel:
         first, self._first = self._first, None

@@ -19,7 +19,8 @@ from grader.judging import judge, observe_all, plan, programs
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.report import Report, SubmissionRef, environment
-from grader.sandbox import Isolation, SandboxPolicy, available
+from grader.report import Isolation
+from grader.sandbox import SandboxPolicy, available
 from grader.scoring import total
 from grader.session import Session
 from grader.submission import Submission, claim_text, read_submission

@@ -33,10 +33,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from grader import seccomp
-from grader.report import Isolation
+
+if TYPE_CHECKING:
+    from grader.report import Isolation
 
 LAYERS = ("namespaces", "user", "seccomp", "cgroups", "rlimits", "scratch")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -47,23 +50,32 @@ SECCOMP_FD = 9  # the privileged wrapper opens the filter on this fd for `bwrap 
 BWRAP_LEVELS = 3  # bwrap processes above the kernel: 2 (the outer one, its pid-1 init); a bound
 
 
-class SandboxPolicy(BaseModel):
-    """Limits of one kernel's sandbox; None means no limit of that kind."""
+@dataclass(frozen=True, kw_only=True)
+class SandboxPolicy:
+    """Limits of one kernel's sandbox; None means no limit of that kind. The grader's own
+    setting, never read from a file: a plain dataclass, so that starting the first kernel of
+    `grade FILE` needs no pydantic (grader/kernel_launch.py)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    memory_bytes: int | None = Field(default=4 * 2**30, description="whole process tree (cgroup)")
-    pids: int | None = Field(default=512, description="processes and threads of the tree (cgroup)")
-    cpu_seconds: int | None = Field(default=900, description="CPU time per process (rlimit)")
-    file_bytes: int | None = Field(default=256 * 2**20, description="largest file it may write (rlimit)")
+    memory_bytes: int | None = 4 * 2**30  # whole process tree (cgroup)
+    pids: int | None = 512  # processes and threads of the tree (cgroup)
+    cpu_seconds: int | None = 900  # CPU time per process (rlimit)
+    file_bytes: int | None = 256 * 2**20  # largest file it may write (rlimit)
     open_files: int = 1024
-    tmp_bytes: int = Field(default=256 * 2**20, description="size of the private /tmp")
-    scratch_bytes: int = Field(default=512 * 2**20, description="size of the scratch tmpfs")
+    tmp_bytes: int = 256 * 2**20  # size of the private /tmp
+    scratch_bytes: int = 512 * 2**20  # size of the scratch tmpfs
     uid: int = 65534
     gid: int = 65534
-    executables: Path | None = Field(default=None, description="compiled programs JAX may read "
-                                     "(grader/executables.py); bound read-only unless writable")
-    executables_writable: bool = Field(default=False, description="only to build them from a reference solution")
+    executables: Path | None = None  # compiled programs JAX may read (grader/executables.py); read-only unless writable
+    executables_writable: bool = False  # only to build them from a reference solution
+
+
+@dataclass(frozen=True)
+class Detected:
+    """The layers this machine and user can have, and why each other one is missing (what a
+    report records as its `Isolation`)."""
+
+    layers: tuple[str, ...]
+    missing: dict[str, str] = field(default_factory=dict)
 
 
 def launch_environment(scratch: Path) -> dict[str, str]:
@@ -91,13 +103,12 @@ def _own_cgroup(controller: str) -> Path | None:
 
 
 @functools.cache
-def available() -> Isolation:
+def detect() -> Detected:
     """Detect, once per process, which layers this machine and user can have."""
     missing: dict[str, str] = {}
     root = os.geteuid() == 0
     if not sys.platform.startswith("linux"):
-        missing = {layer: f"not Linux ({sys.platform})" for layer in LAYERS}
-        return Isolation(sandboxed=False, layers=[], missing=missing)
+        return Detected(layers=(), missing={layer: f"not Linux ({sys.platform})" for layer in LAYERS})
     if not shutil.which("bwrap"):
         missing["namespaces"] = "bubblewrap (bwrap) is not installed"
     elif not root:
@@ -116,8 +127,16 @@ def available() -> Isolation:
     if "namespaces" in missing:  # the user and seccomp layers run inside bubblewrap
         missing.setdefault("user", "needs bubblewrap")
         missing.setdefault("seccomp", "needs bubblewrap")
-    layers = [layer for layer in LAYERS if layer not in missing]
-    return Isolation(sandboxed=not missing, layers=layers, missing=missing)
+    return Detected(layers=tuple(layer for layer in LAYERS if layer not in missing), missing=missing)
+
+
+@functools.cache
+def available() -> Isolation:
+    """What `detect()` found, as a report records it."""
+    from grader.report import Isolation
+
+    detected = detect()
+    return Isolation(sandboxed=not detected.missing, layers=list(detected.layers), missing=dict(detected.missing))
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -149,7 +168,7 @@ def _file_id(path: str) -> tuple[int, int] | None:
 class Sandbox:
     """The sandbox of one kernel: prepare() before launch, wrap() its argv, cleanup() after."""
 
-    def __init__(self, scratch: Path, policy: SandboxPolicy, isolation: Isolation, *,
+    def __init__(self, scratch: Path, policy: SandboxPolicy, isolation: Isolation | Detected, *,
                  runtime_dir: Path = PROBE_DIR):
         self.scratch = scratch
         self.policy = policy

@@ -29,7 +29,7 @@ from grader.report import (
     Report,
     SubmissionRef,
 )
-from grader.sandbox import Isolation
+from grader.report import Isolation
 from grader.term.models import SimilarGroup
 
 # a small assignment: exercise -> check id -> points

@@ -25,6 +25,7 @@ import re
 import resource
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -38,8 +39,10 @@ import pytest
 
 from grader import GradeOptions, Report, grade_one
 from grader.kernel import Kernel
+from grader.kernel_launch import KERNEL_ARGS, LaunchedKernel
 from grader.probe.protocol import MIME_TYPE
-from grader.sandbox import CGROUP_ROOT, LAYERS, PROBE_DIR, Isolation, Sandbox, SandboxPolicy, available
+from grader.report import Isolation
+from grader.sandbox import CGROUP_ROOT, LAYERS, PROBE_DIR, Sandbox, SandboxPolicy, available
 
 ISOLATION = available()
 POLICY = SandboxPolicy()
@@ -100,12 +103,23 @@ def observe(kernel: Kernel, body: str, **params: Any) -> dict[str, Any]:
     return run.observations[0]
 
 
-@pytest.fixture(scope="module")
-def kernel() -> Iterator[Kernel]:
+def sandboxed_kernel(how: str) -> Kernel:
+    """A sandboxed kernel as jupyter_client starts it, or as `grade FILE` starts its first one
+    (grader/kernel_launch.py) and the Kernel adopts it: both must be the same sandbox."""
+    if how == "adopted":
+        return Kernel(adopt=LaunchedKernel(POLICY, KERNEL_ARGS))
+    return Kernel(sandbox=POLICY)
+
+
+STARTS = ["started", "adopted"]
+
+
+@pytest.fixture(scope="module", params=STARTS)
+def kernel(request: pytest.FixtureRequest) -> Iterator[Kernel]:
     """One sandboxed kernel shared by the tests that only look around (none of them harms it)."""
     if not ISOLATION.layers:
         pytest.skip(f"no sandbox layer is available on this machine: {ISOLATION.missing}")
-    with Kernel(sandbox=POLICY) as k:
+    with sandboxed_kernel(request.param) as k:
         yield k
 
 
@@ -355,10 +369,11 @@ def test_writes_outside_the_scratch_dir_fail_and_tmp_is_private(kernel: Kernel, 
 
 @pytest.mark.kernel
 @needs("namespaces")
-def test_the_kernel_environment_holds_no_secret_of_the_grader(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("how", STARTS)
+def test_the_kernel_environment_holds_no_secret_of_the_grader(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = f"s3cret-{uuid.uuid4().hex}"
     monkeypatch.setenv("GRADER_TEST_SECRET", secret)
-    with Kernel(sandbox=POLICY) as kernel:
+    with sandboxed_kernel(how) as kernel:
         facts = observe(kernel, '''
             with open("/proc/self/environ", "rb") as f:
                 initial = f.read().decode("utf-8", "replace")
@@ -381,9 +396,10 @@ def test_the_kernel_environment_holds_no_secret_of_the_grader(monkeypatch: pytes
 @pytest.mark.kernel
 @pytest.mark.skipif(not {"cgroups", "namespaces"} & set(ISOLATION.layers),
                     reason=f"neither cgroups nor a pid namespace here: {ISOLATION.missing}")
-def test_processes_left_running_are_gone_once_the_kernel_is_closed() -> None:
+@pytest.mark.parametrize("how", STARTS)
+def test_processes_left_running_are_gone_once_the_kernel_is_closed(how: str) -> None:
     daemon = ["sleep", f"317.{uuid.uuid4().int % 10**6:06d}"]  # ~5 min, and a command line of its own
-    kernel = Kernel(sandbox=POLICY).start()
+    kernel = sandboxed_kernel(how).start()
     try:
         observe(kernel, '''
             import subprocess
@@ -493,11 +509,29 @@ def check_stop_strays(kernel: Kernel, chain_length: int) -> None:
 
 @pytest.mark.kernel
 @needs("cgroups", "namespaces")
-def test_stop_strays_kills_a_double_forked_daemon_and_keeps_the_kernel() -> None:
+@pytest.mark.parametrize("how", STARTS)
+def test_stop_strays_kills_a_double_forked_daemon_and_keeps_the_kernel(how: str) -> None:
     """The in-kernel probe only reaches the kernel's descendants; the grader reaches the cgroup.
     Kept: the provisioner's bwrap, bwrap's pid-1 init and the kernel."""
-    with Kernel(sandbox=POLICY) as kernel:
+    with sandboxed_kernel(how) as kernel:
         check_stop_strays(kernel, chain_length=3)
+
+
+@pytest.mark.kernel
+@needs("cgroups", "namespaces", "scratch")
+def test_a_kernel_started_early_and_never_adopted_leaves_nothing() -> None:
+    """`grade FILE` starts its first kernel before it has read the submission; an unreadable one
+    (or Ctrl-C) discards it: the process, its cgroups, its scratch mount and directory go."""
+    launched = LaunchedKernel(POLICY, KERNEL_ARGS)
+    process, scratch = launched.process, launched.scratch
+    groups = [launched.sandbox.cgroup(c) for c in ("memory", "pids")]
+    assert process is not None and process.poll() is None and all(g is not None and g.exists() for g in groups)
+    assert stat.S_IMODE(os.stat(launched.connection_file).st_mode) == 0o600  # its key: owner only
+    assert str(scratch) in Path("/proc/self/mounts").read_text()
+    launched.discard()
+    assert process.poll() is not None
+    assert not scratch.exists() and not any(g.exists() for g in groups)
+    assert str(scratch) not in Path("/proc/self/mounts").read_text()
 
 
 @pytest.mark.kernel
@@ -834,10 +868,9 @@ def test_a_batch_is_refused_when_a_layer_is_missing(tmp_path: Path, monkeypatch,
     """Simulated here (this machine has every layer): no kernel starts, one line says why."""
     import grader.sandbox
     from grader.cli import main
-    from grader.sandbox import Isolation
 
-    partial = Isolation(sandboxed=False, layers=["rlimits"], missing={"namespaces": "bubblewrap is not installed"})
-    monkeypatch.setattr(grader.sandbox, "available", lambda: partial)
+    partial = grader.sandbox.Detected(layers=("rlimits",), missing={"namespaces": "bubblewrap is not installed"})
+    monkeypatch.setattr(grader.sandbox, "detect", lambda: partial)
     for name in ("alice", "bob"):
         (tmp_path / f"{name}.py").write_text("x = 1\n", encoding="utf-8")
     code = main([str(tmp_path / "alice.py"), str(tmp_path / "bob.py"), "-o", str(tmp_path / "reports")])

@@ -33,7 +33,8 @@ from jax import export, lax
 from pydantic import ValidationError
 
 from grader.probe.protocol import ArrayValue, PyScalar
-from grader.sandbox import LAYERS, PROBE_DIR, VERIFIER_DIR, Isolation, Sandbox, SandboxPolicy, available
+from grader.report import Isolation
+from grader.sandbox import LAYERS, PROBE_DIR, VERIFIER_DIR, Sandbox, SandboxPolicy, available
 from grader.values import from_wire, to_wire
 from grader.verifier import runtime
 from grader.verifier.client import (
