@@ -29,7 +29,7 @@ from grader.sandbox import Sandbox, SandboxPolicy, detect, launch_environment
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain"]
 # A warm kernel imports JAX while it boots, ahead of need; no name is left in the namespace.
 WARM_ARGS = ["--IPKernelApp.exec_lines=__import__('jax.numpy')"]
-DEFAULT_KERNEL = "python3"  # the kernel this module can start: `python -m ipykernel_launcher`
+DEFAULT_KERNEL = "python3"  # the kernel this module can start: ipykernel with this interpreter
 
 SOCKET_PATH_MAX = 107
 """Bytes of a unix socket path (sun_path, less its NUL); the kernel's ipc sockets live in its
@@ -47,9 +47,24 @@ def scratch_directory() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-", dir=base))  # sandbox.sweep finds it by pid
 
 
+KERNEL_MAIN = """\
+import sys
+if sys.path[0] == "":
+    del sys.path[0]  # as ipykernel_launcher: the kernel puts it back once loaded
+sys.modules["debugpy"] = None
+import ipykernel.debugger
+del sys.modules["debugpy"]
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+"""
+"""`python -m ipykernel_launcher`, but with ipykernel's debugger loaded without debugpy (0.1 s
+of every boot): no grading kernel answers debug requests. debugpy itself stays importable for
+the student's code. The kernel server's children are the same (grader/probe/kernel_zygote.py)."""
+
+
 def kernel_command(connection_file: str, args: list[str]) -> list[str]:
-    """What jupyter_client runs for the python3 kernel of this interpreter."""
-    return [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *args]
+    """The python3 kernel of this interpreter."""
+    return [sys.executable, "-c", KERNEL_MAIN, "-f", connection_file, *args]
 
 
 def write_connection_file(scratch: Path) -> Path:

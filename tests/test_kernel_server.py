@@ -65,6 +65,15 @@ def test_a_forked_kernel_is_isolated_as_a_fresh_one(server: KernelServer) -> Non
     assert not any(g.exists() for g in groups.values())
 
 
+def test_a_forked_kernel_has_no_debugger_and_debugpy_stays_importable(server: KernelServer) -> None:
+    """ipykernel's debugger is loaded without debugpy (0.1 s a boot): nobody debugs a grading
+    kernel; the student's own `import debugpy` still works."""
+    with Kernel(sandbox=POLICY, server=server) as kernel:
+        facts = _value(kernel, """{"debugger": __import__("ipykernel.debugger").debugger._is_debugpy_available,
+                                   "debugpy": isinstance(__import__("debugpy").__version__, str)}""")
+    assert facts == {"debugger": False, "debugpy": True}
+
+
 def test_the_students_xla_flags_still_apply(server: KernelServer) -> None:
     with Kernel(sandbox=POLICY, server=server) as kernel:
         run = kernel.run("import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=3'\n"

@@ -518,6 +518,24 @@ def test_stop_strays_kills_a_double_forked_daemon_and_keeps_the_kernel(how: str)
 
 
 @pytest.mark.kernel
+def test_a_kernel_started_early_is_ipykernel_without_its_debugger() -> None:
+    """As jupyter_client starts `python -m ipykernel_launcher` (the same sys.path: the scratch
+    directory as '' after the standard library), but with ipykernel's debugger loaded without
+    debugpy, which the student's code can still import."""
+    cell = """
+        import sys, ipykernel.debugger, debugpy
+        facts = {"path": sys.path, "debugger": ipykernel.debugger._is_debugpy_available,
+                 "debugpy": isinstance(debugpy.__version__, str)}
+    """
+    with Kernel(adopt=LaunchedKernel(POLICY, KERNEL_ARGS)) as kernel:
+        adopted = observe(kernel, cell)
+    with Kernel(sandbox=POLICY) as kernel:
+        started = observe(kernel, cell)
+    assert "" in adopted["path"] and adopted["path"] == started["path"]
+    assert (adopted["debugger"], adopted["debugpy"]) == (False, True) and started["debugger"] is True
+
+
+@pytest.mark.kernel
 @needs("cgroups", "namespaces", "scratch")
 def test_a_kernel_started_early_and_never_adopted_leaves_nothing() -> None:
     """`grade FILE` starts its first kernel before it has read the submission; an unreadable one

@@ -89,7 +89,12 @@ def main() -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
 
     import IPython  # noqa: F401
-    import ipykernel.debugger  # noqa: F401 - a kernel loads it at start: 0.2-0.45 s each
+
+    # ipykernel's debugger without debugpy (which it would import, 0.1 s): no grading kernel
+    # answers debug requests. debugpy itself stays importable for the student's code.
+    sys.modules["debugpy"] = None  # type: ignore[assignment]
+    import ipykernel.debugger  # noqa: F401 - a kernel loads it at start
+    del sys.modules["debugpy"]
     import ipykernel.ipkernel  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
     import jax
