@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from grader import interrupts, lifetime
 from grader.errors import KernelStartFailed
-from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel, scratch_directory
+from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel, kernel_command, scratch_directory
 from grader.probe.protocol import MIME_TYPE
 from grader.sandbox import Sandbox, SandboxPolicy, available
 from grader.wire import DROPPED, BoundedSockets, GraderSession, MessageRejected, bounded_context
@@ -238,6 +238,8 @@ class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
+        if self.server is None and cmd[1:3] == ["-m", "ipykernel_launcher"]:
+            cmd = kernel_command(cmd[4], cmd[5:]) if cmd[3:4] == ["-f"] else cmd  # without its debugger
         return self.sandbox.wrap(cmd, self.connection_file) if self.sandbox else cmd
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:

@@ -59,7 +59,8 @@ kernelapp.launch_new_instance()
 """
 """`python -m ipykernel_launcher`, but with ipykernel's debugger loaded without debugpy (0.1 s
 of every boot): no grading kernel answers debug requests. debugpy itself stays importable for
-the student's code. The kernel server's children are the same (grader/probe/kernel_zygote.py)."""
+the student's code. jupyter_client's kernels are started with it too (grader/kernel.py), and the
+kernel server's children are the same (grader/probe/kernel_zygote.py)."""
 
 
 def kernel_command(connection_file: str, args: list[str]) -> list[str]:

@@ -18,8 +18,7 @@ from grader.faults import one_line
 from grader.judging import judge, observe_all, plan, programs
 from grader.kernel import Kernel
 from grader.options import GradeOptions
-from grader.report import Report, SubmissionRef, environment
-from grader.report import Isolation
+from grader.report import Isolation, Report, SubmissionRef, environment
 from grader.sandbox import SandboxPolicy, available
 from grader.scoring import total
 from grader.session import Session

@@ -31,9 +31,8 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
-
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import seccomp

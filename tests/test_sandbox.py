@@ -518,10 +518,10 @@ def test_stop_strays_kills_a_double_forked_daemon_and_keeps_the_kernel(how: str)
 
 
 @pytest.mark.kernel
-def test_a_kernel_started_early_is_ipykernel_without_its_debugger() -> None:
-    """As jupyter_client starts `python -m ipykernel_launcher` (the same sys.path: the scratch
-    directory as '' after the standard library), but with ipykernel's debugger loaded without
-    debugpy, which the student's code can still import."""
+def test_kernels_started_early_or_not_are_ipykernel_without_its_debugger() -> None:
+    """As jupyter_client starts a kernel (the same sys.path: the scratch directory as '' after
+    the standard library, as `python -m ipykernel_launcher` has it), and like it with
+    ipykernel's debugger loaded without debugpy, which the student's code can still import."""
     cell = """
         import sys, ipykernel.debugger, debugpy
         facts = {"path": sys.path, "debugger": ipykernel.debugger._is_debugpy_available,
@@ -532,7 +532,7 @@ def test_a_kernel_started_early_is_ipykernel_without_its_debugger() -> None:
     with Kernel(sandbox=POLICY) as kernel:
         started = observe(kernel, cell)
     assert "" in adopted["path"] and adopted["path"] == started["path"]
-    assert (adopted["debugger"], adopted["debugpy"]) == (False, True) and started["debugger"] is True
+    assert (adopted["debugger"], adopted["debugpy"]) == (False, True) == (started["debugger"], started["debugpy"])
 
 
 @pytest.mark.kernel
