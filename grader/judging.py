@@ -56,15 +56,28 @@ class Prober(Protocol):
     def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]: ...
 
 
+def probe_order(checks_plan: Plan) -> Plan:
+    """The exercises in the order the probe asks about them: those with the most exported
+    programs first, ties in the assignment's order. The verifier runs an exercise's programs
+    while the kernel answers the next exercise, so what is left to run after the kernel's last
+    answer is the last exercise's programs: the fewest. The order is fixed by the assignment,
+    never by the submission; the report lists exercises in the assignment's order."""
+    def exports(item: tuple[ExerciseSpec, list[Check]]) -> int:
+        return len({run.export.id for check in item[1] for run in check.runs()})
+
+    return sorted(checks_plan, key=lambda item: -exports(item))  # stable: ties keep their order
+
+
 def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
                 on_exercise: Callable[[list[Check], dict[str, Observation]], None] | None = None,
                 on_stage: Callable[[str], None] | None = None) -> dict[str, Observation]:
-    """One probe batch per exercise, so a hang in one exercise costs only that exercise; a request
-    that several checks share is asked once. `on_exercise` gets each exercise's checks as soon
-    as the kernel has answered them (the verifier starts on them meanwhile)."""
+    """One probe batch per exercise (in `probe_order`), so a hang in one exercise costs only
+    that exercise; a request that several checks share is asked once. `on_exercise` gets each
+    exercise's checks as soon as the kernel has answered them (the verifier starts on them
+    meanwhile)."""
     observations: dict[str, Observation] = {}
     asked: set[str] = set()
-    for exercise, checks in checks_plan:
+    for exercise, checks in probe_order(checks_plan):
         if on_stage is not None:
             on_stage(f"checking {exercise.title}")
         requests = []

@@ -73,3 +73,18 @@ def test_a_module_whose_run_hung_still_has_its_facts_read() -> None:
         assert [[len(job.calls) for job in jobs] for jobs in verifier.sent] == [[2], [0]]
         assert values.status == status and values.facts is not None and values.facts.ops == ["while"]
         assert inspected.status == "ok" and inspected.facts.ops == ["while"]
+
+
+def test_the_probe_asks_first_about_the_exercises_with_the_most_programs(repo_root) -> None:
+    """So that the verifier's backlog when the kernel's last answer comes is the smallest
+    exercise's; the plan itself, and so the report, keeps the assignment's order."""
+    from grader import assignment as assignments
+    from grader.judging import plan, probe_order
+
+    checks_plan = plan(assignments.load(str(repo_root / "assignments" / "ch2-jit")), seed=1)
+    exports = {ex.id: len({r.export.id for c in checks for r in c.runs()}) for ex, checks in checks_plan}
+    assert [ex.id for ex, _ in checks_plan] == ["tax", "newton", "detective", "training"]
+    assert exports["training"] > exports["tax"] > exports["newton"] > exports["detective"] == 0
+    assert [ex.id for ex, _ in probe_order(checks_plan)] == ["training", "tax", "newton", "detective"]
+    tied = [(ex, []) for ex, _ in checks_plan]  # no programs anywhere: the assignment's order
+    assert [ex.id for ex, _ in probe_order(tied)] == ["tax", "newton", "detective", "training"]
