@@ -363,10 +363,10 @@ def run(argv: list[str]) -> int:
     # Start the first kernel before the heavier imports (jupyter_client above all): it boots
     # while the grader gets ready, and is adopted by the first Kernel.
     from grader.executables import sandbox_policy
-    from grader.kernel_launch import KERNEL_ARGS, LaunchedKernel
+    from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel
 
     policy = sandbox_policy(sandboxed)
-    first = LaunchedKernel(policy, KERNEL_ARGS) if Path(args.paths[0]).is_file() else None
+    first = LaunchedKernel(policy, KERNEL_ARGS + WARM_ARGS) if Path(args.paths[0]).is_file() else None
     kernels = None
     try:
         from grader.kernel import Prelaunched

@@ -258,6 +258,16 @@ class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
     _launch_kernel = run_sync(_async_launch_kernel)
 
 
+def adopted_spec() -> Any:
+    """The kernel spec of a kernel that grader.kernel_launch started: jupyter_client's python3
+    spec as ipykernel writes it (read for its interrupt mode and metadata; never run)."""
+    from jupyter_client.kernelspec import KernelSpec
+
+    return KernelSpec(argv=["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                      display_name="Python 3 (ipykernel)", language="python", interrupt_mode="signal",
+                      metadata={"debugger": False})
+
+
 class Kernel:
     """A kernel process in its own scratch directory (and sandbox); use as a context manager.
 
@@ -312,6 +322,7 @@ class Kernel:
                 adopt.adopted()  # this Kernel kills it from now on
                 km.sandbox = self._sandbox
                 km.connection_file = adopt.connection_file
+                km._kernel_spec = adopted_spec()  # the lookup would import IPython: 0.07 s
                 km.load_connection_file()
                 km._connection_file_written = True  # the kernel may be reading it: never rewritten
                 km.adopted = adopt.process

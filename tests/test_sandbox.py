@@ -39,7 +39,7 @@ import pytest
 
 from grader import GradeOptions, Report, grade_one
 from grader.kernel import Kernel
-from grader.kernel_launch import KERNEL_ARGS, LaunchedKernel
+from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel
 from grader.probe.protocol import MIME_TYPE
 from grader.report import Isolation
 from grader.sandbox import CGROUP_ROOT, LAYERS, PROBE_DIR, Sandbox, SandboxPolicy, available
@@ -533,6 +533,22 @@ def test_kernels_started_early_or_not_are_ipykernel_without_its_debugger() -> No
         started = observe(kernel, cell)
     assert "" in adopted["path"] and adopted["path"] == started["path"]
     assert (adopted["debugger"], adopted["debugpy"]) == (False, True) == (started["debugger"], started["debugpy"])
+
+
+@pytest.mark.kernel
+def test_the_first_kernel_of_grade_file_imports_jax_before_the_first_cell_and_xla_flags_still_apply() -> None:
+    """`grade FILE`'s first kernel is warm (it imports JAX while the grader gets ready), as a
+    batch worker's forked kernels are; JAX's backend is not created by the import, so the
+    XLA_FLAGS a student's cell sets still take effect."""
+    with Kernel(adopt=LaunchedKernel(POLICY, KERNEL_ARGS + WARM_ARGS)) as kernel:
+        first = observe(kernel, """
+            import sys
+            facts = {"jax": "jax" in sys.modules, "names": [n for n in dir() if "jax" in n]}
+        """)
+        run = kernel.run("import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=3'\n"
+                         "import jax\nassert len(jax.devices()) == 3, jax.devices()", CELL_TIMEOUT)
+    assert first == {"jax": True, "names": []}  # imported, and no name left in the namespace
+    assert run.status == "ok", run
 
 
 @pytest.mark.kernel
