@@ -323,7 +323,7 @@ class Kernel:
                 km.sandbox = self._sandbox
                 km.connection_file = adopt.connection_file
                 km._kernel_spec = adopted_spec()  # the lookup would import IPython: 0.07 s
-                km.load_connection_file()
+                km.load_connection_info(adopt.connection_info)  # as written: the file is the kernel's now
                 km._connection_file_written = True  # the kernel may be reading it: never rewritten
                 km.adopted = adopt.process
             elif self._sandbox:

@@ -68,18 +68,19 @@ def kernel_command(connection_file: str, args: list[str]) -> list[str]:
     return [sys.executable, "-c", KERNEL_MAIN, "-f", connection_file, *args]
 
 
-def write_connection_file(scratch: Path) -> Path:
+def write_connection_file(scratch: Path) -> tuple[Path, dict[str, str | int]]:
     """The kernel's ipc endpoints in `scratch` (fresh, so ports 1-5 are free, as jupyter_client
     would number them) and a new signing key; readable by its owner only, as jupyter_client
-    writes it (the sandbox hands it to the kernel's user)."""
-    info = {name: port for port, name in enumerate(CHANNELS, start=1)}
+    writes it (the sandbox hands it to the kernel's user). The file and what was written to it:
+    the grader keeps the latter, never reading back a file the kernel's user owns."""
+    info: dict[str, str | int] = {name: port for port, name in enumerate(CHANNELS, start=1)}
     info.update(ip=str(scratch / "kernel-ipc"), transport="ipc", key=secrets.token_hex(32),
                 signature_scheme="hmac-sha256", kernel_name=DEFAULT_KERNEL)
     path = scratch / "connection.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(info, f)
-    return path
+    return path, info
 
 
 class LaunchedKernel:
@@ -95,7 +96,8 @@ class LaunchedKernel:
         try:
             if self.sandbox is not None:
                 self.sandbox.prepare()
-            self.connection_file = str(write_connection_file(self.scratch))
+            path, self.connection_info = write_connection_file(self.scratch)
+            self.connection_file = str(path)
             command = kernel_command(self.connection_file, args)
             if self.sandbox is not None:
                 command = self.sandbox.wrap(command, self.connection_file)

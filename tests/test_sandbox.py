@@ -552,6 +552,22 @@ def test_the_first_kernel_of_grade_file_imports_jax_before_the_first_cell_and_xl
 
 
 @pytest.mark.kernel
+def test_an_adopted_kernel_is_signed_with_the_key_the_grader_wrote_not_the_file_s() -> None:
+    """The connection file belongs to the sandbox's user once the kernel starts: what it says
+    afterwards is not read back (the grader keeps what it wrote)."""
+    launched = LaunchedKernel(POLICY, KERNEL_ARGS)
+    written = launched.connection_info
+    forged = dict(written, key="0" * 64, ip="/tmp/elsewhere")
+    Path(launched.connection_file).write_text(json.dumps(forged))
+    kernel = Kernel(adopt=launched).launch()
+    try:
+        km = kernel._km
+        assert km.session.key == str(written["key"]).encode() and km.ip == written["ip"]
+    finally:
+        kernel.close()
+
+
+@pytest.mark.kernel
 @needs("cgroups", "namespaces", "scratch")
 def test_a_kernel_started_early_and_never_adopted_leaves_nothing() -> None:
     """`grade FILE` starts its first kernel before it has read the submission; an unreadable one
