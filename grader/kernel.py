@@ -238,8 +238,8 @@ class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
-        if self.server is None and cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            cmd = kernel_command(cmd[4], cmd[5:]) if cmd[3:4] == ["-f"] else cmd  # without its debugger
+        if self.server is None and cmd[1:4] == ["-m", "ipykernel_launcher", "-f"]:
+            cmd = kernel_command(cmd[4], cmd[5:])  # the same kernel, without its debugger
         return self.sandbox.wrap(cmd, self.connection_file) if self.sandbox else cmd
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
