@@ -99,7 +99,8 @@ def test_a_forged_compile_count_cannot_pass_a_static_argument(submission_from_re
 def test_modules_read_for_structure_and_compile_evidence_are_run_too(submission_from_reference) -> None:
     """A fake probe answered the exports only those checks read with nonsense modules (a while
     loop, every argument an input) and scored 100 for a static tol and a Python training loop."""
-    report = grade(submission_from_reference("setup", "tax", "detective", "fake_probe_answers_inspect_only_exports.py"))
+    report = grade(submission_from_reference("setup", "tax", "detective", "fake_probe_answers_inspect_only_exports.py",
+                                             "fake_probe_via_exec.py"))
     assert report.score == 91, [(c.id, c.message) for e in report.exercises for c in e.checks
                                 if c.status != "passed"]
     failing = {c.id for e in report.exercises for c in e.checks if c.status != "passed"}
@@ -108,7 +109,7 @@ def test_modules_read_for_structure_and_compile_evidence_are_run_too(submission_
 
 def test_a_module_that_is_not_base64_is_that_check_s_error(submission_from_reference) -> None:
     report = grade(submission_from_reference("setup", "tax", "newton", "detective", "training",
-                                             "fake_probe_sends_bad_base64.py"))
+                                             "fake_probe_sends_bad_base64.py", "fake_probe_via_exec.py"))
     assert report.status == "graded"
     tax = {c.id: c.status for e in report.exercises if e.id == "tax" for c in e.checks}
     assert tax["tax.switch_visible"] == "error" and {e.id: e.score for e in report.exercises}["newton"] == 25
