@@ -106,20 +106,30 @@ def test_the_cache_is_bounded_least_recently_used_first() -> None:
 
 def test_the_probe_exports_the_same_program_as_the_same_bytes() -> None:
     """Two cells that define the same function at other lines and under other names: the
-    module's locations differ, so without stripping them the bytes would too."""
-    from grader.probe.runtime import _without_locations
+    module's locations differ, so without stripping them the bytes would too. The probe strips
+    them before JAX serializes (`op_export`); the fallback that strips afterwards
+    (`_without_locations`) gives the very same bytes."""
+    import base64
 
-    made = []
+    from grader.probe.runtime import _without_locations, begin_batch, op_export
+
+    made, probed = [], []
     for padding, arg in (("", "x"), ("\n\n\n", "value")):
-        namespace: dict = {"jnp": jnp}
-        code = compile(f"{padding}def f({arg}):\n    return jnp.sin({arg}) * 2 + 1\n", f"/tmp/cell{len(made)}.py", "exec")
+        namespace: dict = {"jax": jax, "jnp": jnp}
+        code = compile(f"{padding}@jax.jit\ndef f({arg}):\n    return jnp.sin({arg}) * 2 + 1\n", f"/tmp/cell{len(made)}.py", "exec")
         exec(code, namespace)
-        made.append(export.export(jax.jit(namespace["f"]))(S((3,), F32)))
+        made.append(export.export(namespace["f"])(S((3,), F32)))
+        begin_batch()
+        request = {"op": "export", "id": "e", "target": "f", "args": [{"t": "abstract", "shape": [3], "dtype": "float32"}]}
+        probed.append(base64.b64decode(op_export(request, namespace)["module"]))
     assert bytes(made[0].serialize()) != bytes(made[1].serialize())
     stripped = [bytes(_without_locations(e).serialize()) for e in made]
     assert stripped[0] == stripped[1]
-    again = export.deserialize(bytearray(stripped[0]))
+    assert probed[0] == probed[1] == stripped[0]
+    again = export.deserialize(bytearray(probed[0]))
     np.testing.assert_allclose(again.call(jnp.arange(3.0, dtype=F32)), np.sin(np.arange(3.0)) * 2 + 1, rtol=1e-6)
+    from jax._src.export import _export
+    assert _export._module_to_bytecode.__name__ == "_module_to_bytecode"  # JAX's own again after the export
 
 
 # ----------------------------------------------------------------------------- B. processes
