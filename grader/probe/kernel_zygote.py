@@ -102,6 +102,16 @@ def main() -> int:
     import numpy  # noqa: F401
     import zmq  # noqa: F401
 
+    # What every child would import on its own, none of which starts a thread or a JAX backend:
+    # the dialect the probe's exports lower through (JAX loads it lazily, 0.07 s), and what a
+    # kernel imports as it starts (pdb, the %store magic, the completer, the history's sqlite3).
+    import IPython.core.completerlib  # noqa: F401
+    import IPython.extensions.storemagic  # noqa: F401
+    import jaxlib.mlir.extras.meta  # noqa: F401
+    import pdb  # noqa: F401
+    import sqlite3  # noqa: F401
+    from jax._src.lib.mlir.dialects import builtin, mhlo  # noqa: F401
+
     control.sendall((json.dumps({"ready": True, "jax": jax.__version__, "pid": os.getpid()}) + "\n").encode())
     while True:
         try:

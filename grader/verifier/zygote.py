@@ -111,6 +111,7 @@ def main() -> int:
     import jax.numpy  # noqa: F401 - imported once here, in every child for free
     import numpy  # noqa: F401
     from jax import export  # noqa: F401
+    from jax._src.lib.mlir.dialects import mhlo  # noqa: F401 - lowering loads it lazily, in every child
 
     try:  # what a child initialises before a module that calls LAPACK (runtime.defer_lapack):
         import scipy.linalg.cython_lapack  # noqa: F401 - SciPy's kernels (0.17 CPU s a child)
