@@ -154,6 +154,29 @@ def test_a_good_answer_is_accepted() -> None:
     assert refused.status == "refused" and refused.values is None
 
 
+@pytest.mark.parametrize("dtype, data, ok", [
+    ("int32", [1, 2, 3], True),
+    ("int32", [1, 2, 3.0], False),
+    ("int32", [1, 2, "nan"], False),
+    ("int32", [1, 2, True], False),
+    ("bool", [True, False, True], True),
+    ("bool", [True, 0, True], False),
+    ("float32", [1, 2.5, "-inf"], True),
+    ("float32", [1, 2.5, "-Inf"], False),
+    ("float32", [1, 2.5, False], False),
+    ("float32", [1, 2.5, {}], False),
+    ("float64", [np.float64(1.0), 2.0, 3.0], True),  # a float subclass, leaf by leaf as before
+    ("complex64", [[1.0, "nan"], [0, 1], [2.0, 2.0]], True),
+    ("complex64", [[1.0, "nan"], 1.0, [2.0, 2.0]], False),
+])
+def test_an_array_holds_only_leaves_of_its_dtype(dtype, data, ok) -> None:
+    if ok:
+        assert ArrayValue(dtype=dtype, shape=[3], data=data).shape == [3]
+    else:
+        with pytest.raises(ValidationError, match="not " + dtype):
+            ArrayValue(dtype=dtype, shape=[3], data=data)
+
+
 @pytest.mark.parametrize("raw, why", [
     (b"not json", "not JSON"),
     (b"\xff\xfe", "not JSON"),
@@ -171,6 +194,9 @@ def test_a_good_answer_is_accepted() -> None:
     (line(values=[[{**VALUE, "data": [1.0]}]]), "shape"),
     (line(values=[[{**VALUE, "dtype": "object"}]]), "dtype"),
     (line(values=[[{**VALUE, "data": ["1e5", 1.0]}]]), "float32"),
+    (line(values=[[{**VALUE, "data": [True, 1.0]}]]), "float32"),
+    (line(values=[[{**VALUE, "data": [None, 1.0]}]]), "float32"),
+    (line(values=[[{**VALUE, "data": [[1.0], 1.0]}]]), "float32"),
     (line(status="error", detail="boom"), "values in a error answer"),
     (line(detail="x" * 3000), "longer than"),
     (line(extra=1), "extra"),
