@@ -777,3 +777,39 @@ def test_a_module_only_inspected_must_prove_itself_correct(ch2, ctx) -> None:
     nonsense = [(np.float32(-7.0), np.int32(1)) for _ in compile_check.cases]
     assert_failed(compile_check.judge(observed(compile_check, once, answers=nonsense, judged=False)),
                   "does not compute the right values")
+
+
+def test_a_plan_is_built_once_per_assignment_seed_and_stage(ch2) -> None:
+    from grader.judging import plan
+
+    first, again = plan(ch2, 3), plan(ch2, 3)
+    assert first is not again and [c for _, cs in first for c in cs] == [c for _, cs in again for c in cs]
+    assert all(a is b for (_, xs), (_, ys) in zip(first, again) for a, b in zip(xs, ys))
+    other_seed, other_stage = plan(ch2, 4), plan(ch2, 4, stage="self_check")
+    assert not any(a is b for (_, xs), (_, ys) in zip(first, other_seed) for a, b in zip(xs, ys))
+    assert not any(a is b for (_, xs), (_, ys) in zip(other_seed, other_stage) for a, b in zip(xs, ys))
+    first.pop()  # a caller's list is its own
+    assert len(plan(ch2, 3)) == len(again)
+
+
+def test_a_custom_check_reused_across_submissions_gives_its_function_copies(ch2, ctx) -> None:
+    """The assignment's function may change what it is given; the next submission judged by
+    the same check (judging.plan keeps it) must see the cases and params as drawn."""
+    check = make_check(ch2, ctx, "newton.iterations")
+    counts = _rule_counts(ch2, check)
+    roots = [np.float32(np.sqrt(c.args[0])) for c in check.cases]
+    right = [(r, np.int32(k)) for r, k in zip(roots, counts)]
+    drawn = [dict(c.kwargs) for c in check.cases]
+    function = check.function
+
+    def vandal(observed, **params):
+        verdict = function(observed, **params)
+        for case, _ in observed["calls"]:
+            case.kwargs["spoiled"] = True  # a frozen Case, but its dict is not
+        return verdict
+
+    check.function = vandal
+    assert check.judge(observed(check, answers=right)).status == "passed"
+    assert [c.kwargs for c in check.cases] == drawn
+    check.function = function
+    assert check.judge(observed(check, answers=right)).status == "passed"

@@ -9,6 +9,8 @@ example to measure real JAX behaviour on the installed version).
 
 from __future__ import annotations
 
+import copy
+
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -63,9 +65,10 @@ class CustomCheckImpl:
             answers = self.calls.answers(seen, self.spec.message)
             if isinstance(answers, CheckOutcome):
                 return answers
-            observed["calls"] = list(zip(self.cases, answers))
-        try:
-            verdict = self.function(observed, **self.spec.params)
+            observed["calls"] = list(zip(copy.deepcopy(self.cases), answers))
+        try:  # copies: the check is built once for many submissions (judging.plan), and the
+            # assignment's function may change what it is given
+            verdict = self.function(observed, **copy.deepcopy(self.spec.params))
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - on a student's odd answer: that check's error
             return _could_not_judge(self.spec, f"{self.spec.function} raised {one_line(exc)}")
         if not isinstance(verdict, Verdict):
