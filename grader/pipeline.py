@@ -60,7 +60,7 @@ def choose_assignment(submission: Submission, options: GradeOptions) -> str:
     if options.assignment:  # the instructor's, also a folder outside the assignments folder
         if hint is not None:
             wanted = assignments.resolve(options.assignment).resolve()
-            wanted_id = assignments.read_spec(wanted).id
+            wanted_id = assignments.load(options.assignment).spec.id  # loaded once a process, not parsed each time
             if hint == wanted_id:
                 return options.assignment
             if hint not in known:
