@@ -52,6 +52,7 @@ def test_a_forked_kernel_is_isolated_as_a_fresh_one(server: KernelServer) -> Non
                        if l.startswith(("Seccomp:", "NoNewPrivs:"))],
             "cwd": __import__("os").getcwd(), "path0": __import__("sys").path[0],
             "jax_imported": "jax" in __import__("sys").modules,
+            "frozen": __import__("gc").get_freeze_count(),
             "backends": len(__import__("jax")._src.xla_bridge._backends)}""")
         process = kernel._km.provisioner.process
         groups = process.child.groups
@@ -60,6 +61,7 @@ def test_a_forked_kernel_is_isolated_as_a_fresh_one(server: KernelServer) -> Non
     assert facts["uid"] == 65534 and sorted(facts["status"]) == ["NoNewPrivs1", "Seccomp2"]
     assert facts["cwd"] == str(server.scratch) and facts["path0"] == ""
     assert facts["jax_imported"] is True and facts["backends"] == 0  # no backend before first use
+    assert facts["frozen"] > 100_000  # the server's objects: the child's collections never touch their pages
     assert own["pids"] == [str(process.pid)] and own["memory"] == [str(process.pid)]
     assert str(process.pid) not in server_procs
     assert not any(g.exists() for g in groups.values())

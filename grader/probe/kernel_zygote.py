@@ -18,6 +18,7 @@ children inherit, so no kernel can open its memory through /proc.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -112,6 +113,7 @@ def main() -> int:
     import sqlite3  # noqa: F401
     from jax._src.lib.mlir.dialects import builtin, mhlo  # noqa: F401
 
+    gc.freeze()  # what is imported is never collected: a child's collections leave its pages shared
     control.sendall((json.dumps({"ready": True, "jax": jax.__version__, "pid": os.getpid()}) + "\n").encode())
     while True:
         try:

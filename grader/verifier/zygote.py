@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -120,6 +121,7 @@ def main() -> int:
 
     import runtime  # noqa: F401
 
+    gc.freeze()  # what is imported is never collected: a child's collections leave its pages shared
     control.sendall((json.dumps({"ready": True, "jax": jax.__version__, "pid": os.getpid()}) + "\n").encode())
     while True:
         try:
