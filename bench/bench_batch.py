@@ -105,7 +105,7 @@ def main() -> int:
                     rows.append((f"{kind}: {n} x grade FILE", n, 1, cost))
     floor = statistics.median([before, floor_s()])
     print(f"floor {floor:.2f} s (median before and after), {os.cpu_count()} cores; "
-          f"fresh hidden inputs per submission (no --seed), as in a real batch")
+          f"no --seed: one fresh draw of hidden inputs per batch, as in a real one")
     print("| run | copies | wall (s) | per minute | wall per submission, x floor | CPU s per submission, "
           "whole tree | peak MB per worker, whole tree |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

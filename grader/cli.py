@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="list the passed checks too")
     p.add_argument("--html", type=Path, metavar="PAGE", help="also write the feedback page to hand back (one file)")
     p.add_argument("-o", "--outdir", type=Path, help="write reports into this folder")
-    p.add_argument("--seed", type=int, help="seed of the hidden inputs (default: fresh; recorded in the report)")
+    p.add_argument("--seed", type=int, help="seed of the hidden inputs (default: fresh, one for a whole batch; recorded in each report)")
     p.add_argument("--timeout", type=float, help="seconds allowed per cell (overrides the assignment's limit)")
     p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this percentage")
     p.add_argument("--student", help="student id recorded in the report")
@@ -230,6 +230,8 @@ def _batch(args: argparse.Namespace) -> int:
     skipped = f"; {len(result.skipped)} other file(s) skipped" if result.skipped else ""
     print(f"{result.found} submission(s): {result.graded} graded, {result.errors} not graded, "
           f"{result.resumed} unchanged since the last run{skipped}")
+    if result.graded and args.seed is None:
+        print(f"hidden inputs drawn with seed {result.seed}, the same for every submission (--seed {result.seed} draws them again)")
     if result.errors:
         print("not graded, by reason (their reports say more):")
         for line in not_graded_lines(result):

@@ -27,6 +27,7 @@ is that student's error report, and the batch goes on. Reports are written to
 from __future__ import annotations
 
 import os
+import secrets
 from collections import Counter
 from pathlib import Path
 
@@ -65,6 +66,7 @@ class BatchResult(BaseModel):
     internal: list[str] = []  # students whose grading met a grader bug (grader.faults): exit 3
     assignment: str | None = None  # what the batch graded (-a, or decided from the notebooks)
     recovered: bool = False  # an earlier run's interrupted commit was finished first
+    seed: int | None = None  # of the hidden inputs of every submission graded now (--seed, else drawn once)
     warnings: list[str] = []  # an export that could not be rebuilt
 
 
@@ -234,12 +236,14 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
                 digest: str | None, *, jobs: int, force: bool, formats: set[str], scheduler: str | None,
                 fail_under: float | None, settings: ExportSettings | None) -> BatchResult:
     recovered = recover(out_dir)
+    if options.seed is None:  # one draw for the batch: the same code meets the same hidden inputs
+        options = options.model_copy(update={"seed": secrets.randbelow(2**31)})
     policy = load_policy(out_dir)  # a bad late.toml or times CSV stops the batch before it grades,
     if policy is not None:         # not at its commit, which would discard the grading
         load_times(out_dir, policy)
     env = environment()
     result = BatchResult(found=len(failed) + len(candidates), graded=0, resumed=0, errors=0, interrupted=False,
-                         skipped=found.skipped, assignment=batch_id, recovered=recovered)
+                         skipped=found.skipped, assignment=batch_id, recovered=recovered, seed=options.seed)
     batch = _Committing(out_dir, settings or ExportSettings(gradescope="gradescope" in formats))
     try:
         def keep(report: Report) -> None:

@@ -389,3 +389,21 @@ def test_a_worker_that_dies_costs_only_its_own_submission(monkeypatch: pytest.Mo
     assert sorted(results) == ["ann", "bea", "cy", "dan", "killer"]
     assert results["killer"].status == "error" and "died twice" in results["killer"].error
     assert all(results[s].status == "graded" for s in ("ann", "bea", "cy", "dan"))
+
+
+@pytest.mark.kernel
+def test_a_batch_draws_one_seed_for_every_submission_and_says_which(tmp_path: Path) -> None:
+    """Without --seed, a batch draws the hidden inputs once: the same code meets the same inputs,
+    whichever worker grades it, and the line printed is the way to draw them again."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("amy", "ben", "cal"):
+        (subs / f"{name}.py").write_text("x = 1\n", encoding="utf-8")
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "grader", str(subs), "-o", str(out), "-a", "ch2-jit", "-j", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    seeds = {Report.model_validate_json((out / f"{n}.json").read_text()).seed for n in ("amy", "ben", "cal")}
+    assert len(seeds) == 1
+    seed = seeds.pop()
+    assert f"hidden inputs drawn with seed {seed}, the same for every submission (--seed {seed} " in run.stdout
