@@ -162,12 +162,33 @@ class _Sigint:
             self._term = None
 
 
-def _drive(make: Callable[[], Awaitable[Any]], limit: float | None = None) -> Any:
+class _Quiet(TimeoutError):
+    """A probe cell sent no observation for its `quiet` seconds: the request it runs hangs."""
+
+
+async def _watch_quiet(main: asyncio.Future, last: Callable[[], float], quiet: float) -> bool:
+    """Cancel `main` once `quiet` seconds have passed since `last()` (the probe's last
+    observation), and say so: each request answers as it finishes, so a silence that long is one
+    request that hangs, found without waiting for the whole exercise's budget. (nbclient turns
+    the cancellation into its own error; `_drive` tells them apart by this result.)"""
+    while not main.done():
+        left = last() + quiet - time.monotonic()
+        if left <= 0:
+            main.cancel()
+            return True
+        await asyncio.sleep(left)
+    return False
+
+
+def _drive(make: Callable[[], Awaitable[Any]], limit: float | None = None,
+           quiet: tuple[Callable[[], float], float] | None = None) -> Any:
     """Run nbclient's coroutine to the end in this thread's loop (as nbclient's run_sync does), then
     cancel and settle every task it left behind, so none runs on into the next cell or reports an
     unretrieved exception later. Ctrl-C ends it within a moment, as KeyboardInterrupt. `limit`
     is a wall-clock bound of our own (TimeoutError): nbclient's deadline is checked only between
-    messages, so a kernel that keeps sending replies to other requests would never reach it."""
+    messages, so a kernel that keeps sending replies to other requests would never reach it.
+    `quiet` (the time of the last observation, and a number of seconds): `_Quiet` when the
+    silence since that time is longer (`_watch_quiet`)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -187,12 +208,15 @@ def _drive(make: Callable[[], Awaitable[Any]], limit: float | None = None) -> An
     loop.set_task_factory(factory)
     try:
         main = loop.create_task(make())
+        watch = loop.create_task(_watch_quiet(main, *quiet)) if quiet else None
         sigint = _Sigint(loop, main)
         try:
             result = loop.run_until_complete(asyncio.wait_for(main, limit) if limit else main)
-        except BaseException:
+        except BaseException as exc:
             if sigint.fired:
                 raise KeyboardInterrupt from None
+            if watch is not None and watch.done() and not watch.cancelled() and watch.result():
+                raise _Quiet(f"no answer for {quiet[1]:g} s") from exc  # type: ignore[index]
             raise
         finally:
             sigint.remove()
@@ -386,11 +410,13 @@ class Kernel:
         self.alive = True
         return self
 
-    def run(self, code: str, timeout: float, *, observations: bool = False) -> CellRun:
+    def run(self, code: str, timeout: float, *, observations: bool = False, quiet: float | None = None) -> CellRun:
         """Run one cell. Never raises for what the code does (KeyboardInterrupt passes, with the
         kernel killed); a hung kernel is killed, and so is one that sends a message the grader
         cannot accept. The probe's observations are collected only with `observations=True`
-        (probe cells): a student cell's observation-shaped output is dropped unread."""
+        (probe cells): a student cell's observation-shaped output is dropped unread; with
+        `quiet`, a probe cell that sends none for that many seconds is stopped as a timeout too
+        (one request hangs)."""
         if not self.alive or self._client is None:
             return CellRun(status="died", evalue="the kernel is not running")
         from nbclient.exceptions import CellTimeoutError, DeadKernelError  # loaded by start()
@@ -400,18 +426,22 @@ class Kernel:
         client.nb.cells = [cell]
         client.timeout = max(1, round(timeout))
         client.rejected = None
-        client.kc.session.begin_cell(observations=observations)
+        session = client.kc.session
+        session.begin_cell(observations=observations)
         started = time.monotonic()
+        watch = (lambda: session.last_observation, quiet) if observations and quiet and quiet < timeout else None
         try:
-            _drive(functools.partial(client.async_execute_cell, cell, 0), limit=timeout + HARD_DEADLINE_GRACE_S)
+            _drive(functools.partial(client.async_execute_cell, cell, 0), limit=timeout + HARD_DEADLINE_GRACE_S,
+                   quiet=watch)
             broken = client.rejected or self._broken(client)
-        except (CellTimeoutError, TimeoutError):
+        except (CellTimeoutError, TimeoutError) as exc:
             broken = client.rejected
             if broken is None:
                 # Kill rather than interrupt: an interrupt can be ignored, and nbclient leaves the
                 # timed-out cell's output reader running, which would swallow later cells' output.
                 self.kill()
-                return self._finish(CellRun(status="timeout", evalue=f"still running after {timeout:g} s"),
+                ran = quiet if isinstance(exc, _Quiet) else timeout
+                return self._finish(CellRun(status="timeout", evalue=f"still running after {ran:g} s"),
                                     cell, started)
         except DeadKernelError:
             broken = client.rejected

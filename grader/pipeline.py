@@ -135,11 +135,13 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
     limits = assignment.spec.limits
     cell_timeout = options.cell_timeout or limits.cell_timeout_s
     probe_timeout = options.cell_timeout or limits.probe_timeout_s
+    request_timeout = options.cell_timeout or limits.request_timeout_s
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
 
     verifier = verifier or verifier_for(options)
     try:
         with Session(submission, cell_timeout=cell_timeout, submission_timeout=limits.submission_timeout_s,
+                     request_timeout=request_timeout,
                      kernel_factory=kernel_factory or kernels_for(options)) as session:
             if on_stage is not None:
                 session.on_stage = on_stage

@@ -110,10 +110,12 @@ class Session:
         *,
         cell_timeout: float,
         submission_timeout: float,
+        request_timeout: float | None = None,
         kernel_factory: Callable[[], Kernel] = Kernel,
     ):
         self.submission = submission
         self.cell_timeout = cell_timeout
+        self.request_timeout = request_timeout  # one probe request; None: only the exercise's budget
         self.deadline = time.monotonic() + submission_timeout
         self._factory = kernel_factory
         self._kernel: Kernel | None = None
@@ -254,7 +256,7 @@ class Session:
             if budget <= 0:
                 continue  # the loop's top marks the rest as out of time
             nonce = secrets.token_hex(16)
-            run = kernel.run(probe_code(pending, nonce), budget, observations=True)
+            run = kernel.run(probe_code(pending, nonce), budget, observations=True, quiet=self.request_timeout)
             ids = {r.id: r for r in pending}
             rejected: dict[str, Observation] = {}  # used only where no valid answer came
             for raw in run.observations:
@@ -279,7 +281,7 @@ class Session:
                 break
             culprit = pending.pop(0)
             if run.status == "timeout":
-                detail = f"still running after {budget:g} s"
+                detail = run.evalue or f"still running after {budget:g} s"
                 results[culprit.id] = Observation(id=culprit.id, status="timeout", detail=detail)
                 target = _target(culprit)
                 if target:

@@ -58,10 +58,14 @@ class Cases(_Spec):
 
 
 class Limits(_Spec):
-    """Time limits; `--timeout` on the command line overrides `cell_timeout_s` and `probe_timeout_s`."""
+    """Time limits; `--timeout` on the command line overrides `cell_timeout_s`, `probe_timeout_s`
+    and `request_timeout_s`."""
 
     cell_timeout_s: float = Field(default=30.0, gt=0, description="one student cell")
     probe_timeout_s: float = Field(default=30.0, gt=0, description="all the requests of one exercise")
+    request_timeout_s: float = Field(default=10.0, gt=0, description=(
+        "one request of the probe (tracing and exporting a function, a call, a compile count): a "
+        "function that hangs is stopped this soon, not at the end of its exercise's probe_timeout_s"))
     submission_timeout_s: float = Field(default=300.0, gt=0, description="the whole submission")
 
 

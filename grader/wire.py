@@ -367,6 +367,7 @@ class GraderSession(Session):
     observation_bytes = 0
     observation_nodes = 0
     request_id: str | None = None
+    last_observation = 0.0  # time.monotonic() of the cell's start or its last observation
 
     def begin_cell(self, *, observations: bool) -> None:
         """Reset the per-cell state before a cell's execute_request is sent."""
@@ -374,6 +375,7 @@ class GraderSession(Session):
         self.observation_bytes = 0
         self.observation_nodes = 0
         self.request_id = None
+        self.last_observation = time.monotonic()
 
     def msg(self, msg_type: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         message = super().msg(msg_type, *args, **kwargs)
@@ -450,6 +452,7 @@ class GraderSession(Session):
               f"its observations add up to more than {_size(MAX_OBSERVATION_BYTES)} in one cell")
         _need(self.observation_nodes <= MAX_CELL_OBSERVATION_NODES,
               f"its observations add up to more than {MAX_CELL_OBSERVATION_NODES:,} values in one cell")
+        self.last_observation = time.monotonic()
         return _parse(text, what="observation")
 
 

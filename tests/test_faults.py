@@ -8,15 +8,19 @@ it is in, never the exercises the reference code defines, and no trick changes a
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from grader import GradeOptions, Report
+from grader.kernel import Kernel
+from grader.probe.protocol import MIME_TYPE
 from warm_grading import grade_warm
 
 pytestmark = pytest.mark.kernel
 
+ROOT = Path(__file__).resolve().parent.parent
 HANG_TIMEOUT = 3.0  # seconds per cell (and per probe batch) when a fault hangs
 CALM_TIMEOUT = 30.0  # when nothing should hang
 SEED = 7
@@ -175,3 +179,46 @@ def test_reports_of_faulty_submissions_validate(submission_from_reference) -> No
     again = Report.model_validate(json.loads(report.model_dump_json()))
     assert again == report
     assert scores(report) == {"tax": 25, "newton": 0, "detective": 0, "training": 0}
+
+
+# ----------------------------------------------------------------------------- one request that hangs
+
+
+def _probe_cell(body: str) -> str:
+    """A cell that publishes observations as the probe does (each request's as it finishes)."""
+    return ("import time\nfrom IPython import get_ipython\n"
+            "def publish(i):\n"
+            f"    get_ipython().display_pub.publish(data={{{MIME_TYPE!r}: {{'id': str(i)}}}}, metadata={{}})\n"
+            + body)
+
+
+def test_a_probe_cell_silent_for_a_request_s_limit_is_stopped_then() -> None:
+    with Kernel() as kernel:
+        run = kernel.run(_probe_cell("publish(0)\nwhile True:\n    pass\n"), 60, observations=True, quiet=1.5)
+    assert run.status == "timeout" and run.evalue == "still running after 1.5 s"
+    assert [o["id"] for o in run.observations] == ["0"]  # what came before the silence is kept
+
+
+def test_a_probe_cell_that_keeps_answering_runs_past_a_request_s_limit() -> None:
+    with Kernel() as kernel:
+        run = kernel.run(_probe_cell("for i in range(6):\n    time.sleep(0.5)\n    publish(i)\n"), 60,
+                         observations=True, quiet=1.5)
+        student_cell = kernel.run("import time\ntime.sleep(2)", 60, quiet=1.5)  # no probe: no such limit
+    assert run.status == "ok" and [o["id"] for o in run.observations] == [str(i) for i in range(6)]
+    assert student_cell.status == "ok"
+
+
+def test_a_function_that_hangs_when_traced_costs_the_request_limit_not_the_exercise_s(tmp_path: Path) -> None:
+    folder = tmp_path / "ch2-jit"
+    shutil.copytree(ROOT / "assignments" / "ch2-jit", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = folder / "assignment.toml"
+    spec.write_text(spec.read_text().replace("probe_timeout_s = 30\n", "probe_timeout_s = 60\nrequest_timeout_s = 2\n", 1))
+    path = tmp_path / "hangs.py"
+    path.write_text((ROOT / "solutions" / "ch2-jit.py").read_text() + "\n\n# %% [fault]\n"
+                    "def newton_sqrt(a, tol):\n    while True:\n        pass\n")
+    report = grade_warm(path, GradeOptions(assignment=str(folder), seed=SEED))
+    newton = {c.id: c for c in next(e for e in report.exercises if e.id == "newton").checks}
+    assert newton["newton.jitted"].status == "timeout"
+    assert "still running after 2 s" in newton["newton.jitted"].message
+    assert {c.status for c in newton.values()} == {"timeout"}
+    assert_full_marks(report, "tax", "detective", "training")

@@ -73,7 +73,8 @@ class FakeKernel:
     def stop_strays(self) -> int:
         return 0
 
-    def run(self, code: str, timeout: float, *, observations: bool = False) -> CellRun:
+    def run(self, code: str, timeout: float, *, observations: bool = False, quiet: float | None = None) -> CellRun:
+        self.timeout = timeout
         self.ran.append(code)
         self.timeouts.append(timeout)
         if not self.alive:
@@ -109,7 +110,7 @@ class FakeKernel:
     def _timed_out(self, observations: list[dict]) -> CellRun:
         if not self.factory.interrupt_works:
             self.alive = False  # the real Kernel kills a kernel that ignores the interrupt
-        return CellRun(status="timeout", evalue="still running", observations=observations)
+        return CellRun(status="timeout", evalue=f"still running after {self.timeout:g} s", observations=observations)
 
     def close(self) -> None:
         self.closed = True
