@@ -179,13 +179,19 @@ class LocalExecutor:
         self.workers = workers
         self._context = multiprocessing.get_context("spawn")  # clean workers: no inherited threads
 
-    def _pool(self, started: Any) -> ProcessPoolExecutor:
+    def _pool(self, started: Any, sandbox: bool) -> ProcessPoolExecutor:
+        """Workers whose fork servers start booting before the grader is imported there
+        (grader/early_servers.py)."""
+        from grader.early_servers import init_worker
+
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context,
-                                   initializer=_worker_init, initargs=(started,))
+                                   initializer=init_worker, initargs=(started, sandbox))
 
     def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
+        tasks = list(tasks)
+        sandbox = any(task.options.sandbox for task in tasks)
         started = self._context.SimpleQueue()
-        pool = self._pool(started)
+        pool = self._pool(started, sandbox)
         pending: dict[Future, Task] = {}
         running: dict[int, str] = {}  # worker pid -> the student it last started
         finished: set[str] = set()
@@ -216,7 +222,7 @@ class LocalExecutor:
                 left = list(pending.values())
                 pending.clear()
                 _stop(pool)
-                pool = self._pool(started)
+                pool = self._pool(started, sandbox)
                 for task in left:
                     if task.student in culprits and task.student in blamed:
                         yield task, error_report(task, "the grader process grading it died twice "

@@ -93,6 +93,10 @@ class DaskExecutor:
                 self._client = self._connect()
             client = self._client
             check_workers(client, tasks)
+            try:  # each worker's fork servers boot while the tasks are sent (grader/early_servers.py)
+                client.run(start_servers, any(task.options.sandbox for task in tasks))
+            except Exception:  # noqa: BLE001 - only a head start: the first task starts them otherwise
+                pass
             run = f"grade_task-{uuid.uuid4().hex[:8]}"  # a rerun never reuses an old result
             keys = [(run, task.student, i) for i, task in enumerate(tasks)]
             futures = client.map(grade_warm, tasks, key=keys, pure=False)
@@ -120,11 +124,19 @@ def grade_warm(task: Task) -> Report:
     return grade_task(task, warm=True)
 
 
+def start_servers(sandbox: bool) -> None:
+    """Run on every worker as a batch starts: its fork servers begin to boot."""
+    from grader import early_servers
+
+    early_servers.start(sandbox)
+
+
 def close_warm_workers() -> None:
     """Run on every worker at a batch's end: its fork servers and their children are killed."""
-    from grader import warm_worker
+    from grader import early_servers, warm_worker
 
     warm_worker.close_all()
+    early_servers.kill_unclaimed()
 
 
 def _outcome(future: Future, task: Task) -> Report:

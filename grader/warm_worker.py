@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from grader import early_servers
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.pipeline import policy_for
@@ -50,7 +51,8 @@ class WarmWorker:
             assert policy is not None
             server = self._kernel_servers.get(policy)
             if server is None:
-                server = self._kernel_servers[policy] = KernelServer(policy).start()
+                server = early_servers.take("kernel", policy) or KernelServer(policy).start()
+                self._kernel_servers[policy] = server
             first = [Kernel(sandbox=policy, server=server).launch()]
             return lambda: first.pop() if first else Kernel(sandbox=policy, server=server)
         kernel = self._spare or Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch()
@@ -67,7 +69,8 @@ class WarmWorker:
             return Verifier(sandbox=policy, answers=self.answers)
         server = self._verifier_servers.get(policy)
         if server is None:
-            server = self._verifier_servers[policy] = VerifierServer(policy).start()
+            server = early_servers.take("verifier", policy) or VerifierServer(policy).start()
+            self._verifier_servers[policy] = server
         return Verifier(sandbox=policy, server=server, answers=self.answers)
 
     def close(self) -> None:
