@@ -124,19 +124,31 @@ def grade_warm(task: Task) -> Report:
     return grade_task(task, warm=True)
 
 
-def start_servers(sandbox: bool) -> None:
-    """Run on every worker as a batch starts: its fork servers begin to boot."""
+_paused: list[Any] = []  # on a worker: Dask profilers this batch paused, resumed at its end
+
+
+def start_servers(sandbox: bool, dask_worker: Any = None) -> None:
+    """Run on every worker as a batch starts: its fork servers begin to boot, and Dask's
+    statistical profiler pauses (it samples the task threads every 10 ms, a few per cent of a
+    batch's time on two cores); `close_warm_workers` resumes it."""
     from grader import early_servers
 
     early_servers.start(sandbox)
+    profiler = getattr(dask_worker, "periodic_callbacks", {}).get("profile")
+    if profiler is not None and profiler.is_running():
+        profiler.stop()
+        _paused.append(profiler)
 
 
 def close_warm_workers() -> None:
-    """Run on every worker at a batch's end: its fork servers and their children are killed."""
+    """Run on every worker at a batch's end: its fork servers and their children are killed,
+    and the profiler `start_servers` paused runs again."""
     from grader import early_servers, warm_worker
 
     warm_worker.close_all()
     early_servers.kill_unclaimed()
+    while _paused:
+        _paused.pop().start()
 
 
 def _outcome(future: Future, task: Task) -> Report:

@@ -153,3 +153,19 @@ def test_unreachable_scheduler_is_a_usage_error() -> None:
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
             pytest.raises(UsageError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
         DaskExecutor(f"tcp://127.0.0.1:{port}")
+
+
+def _profiling(client) -> set[bool]:
+    return set(client.run(lambda dask_worker: dask_worker.periodic_callbacks["profile"].is_running()).values())
+
+
+def test_a_batch_pauses_the_workers_profiler_and_resumes_it(cluster_client) -> None:
+    """Dask samples every task thread every 10 ms: paused while the grader's batch runs, running
+    again after it, as the instructor's cluster had it."""
+    from grader.cluster import close_warm_workers, start_servers
+
+    assert _profiling(cluster_client) == {True}
+    cluster_client.run(start_servers, False)  # what a batch runs on its workers as it starts
+    assert _profiling(cluster_client) == {False}
+    cluster_client.run(close_warm_workers)  # and as it ends
+    assert _profiling(cluster_client) == {True}
