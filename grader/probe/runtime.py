@@ -484,8 +484,8 @@ def _serializable(exported: Any) -> bool:
 
 def _keep_ir_context() -> None:
     """JAX makes a fresh MLIR context every ten lowerings in a thread (a bound on what a
-    long-lived thread interns); a grading kernel lives for one submission, so the probe keeps
-    the one it has for all its exports (5-10 ms a context). Nothing changes where JAX's
+    long-lived thread interns); a grading kernel lives for one submission, so its probe (`serve`)
+    keeps the one it has for all its requests (5-10 ms a context). Nothing changes where JAX's
     internals are not as expected."""
     try:
         from jax._src.interpreters import mlir
@@ -631,7 +631,6 @@ def op_export(request: dict, namespace: dict) -> dict:
     before = made.get(request, fn)
     if isinstance(before, dict):
         return dict(before)
-    _keep_ir_context()
     name = _short(str(getattr(fn, "__name__", request["target"])))
     specs = list(request["args"])
     overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
@@ -754,4 +753,5 @@ def serve(requests_json: str, namespace: dict, emit: Callable[[dict], None] | No
     stop_leftover_processes()
     begin_batch()
     for request in json.loads(requests_json):
+        _keep_ir_context()  # a grading kernel's, not a self-check's: the student's kernel lives on
         emit({"nonce": nonce, "observation": observe(request, namespace)})
