@@ -172,6 +172,13 @@ def recorded(out: Path, student: str) -> bool:
         db.close()
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """The command's Ctrl-C as a terminal gives it, whatever this test process's is: a SIGINT
+    ignored here would be inherited, and the command line rightly keeps an ignored Ctrl-C
+    ignored (`grade DIR &`)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.kernel
 def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
@@ -182,7 +189,8 @@ def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path: Pa
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "grader", str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3",
            "--timeout", "60"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
     deadline = time.monotonic() + 120
     while not recorded(out, "a_first") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)  # polling for a condition (the first report recorded, not yet committed), bounded
