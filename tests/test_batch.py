@@ -172,11 +172,12 @@ def recorded(out: Path, student: str) -> bool:
         db.close()
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
-    """The command's Ctrl-C as a terminal gives it, whatever this test process's is: a SIGINT
-    ignored here would be inherited, and the command line rightly keeps an ignored Ctrl-C
-    ignored (`grade DIR &`)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# `grade` with the Ctrl-C a terminal gives it, whatever this test process's is: a SIGINT ignored
+# here would be inherited, and the command line rightly keeps an ignored Ctrl-C ignored
+# (`grade DIR &`). Not preexec_fn: a fork of this process, where JAX runs threads, is refused.
+GRADE_WITH_A_TERMINALS_CTRL_C = [
+    sys.executable, "-c", "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                          "runpy.run_module('grader', run_name='__main__', alter_sys=True)"]
 
 
 @pytest.mark.kernel
@@ -187,10 +188,9 @@ def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path: Pa
     (subs / "b_hangs.py").write_text("while True:\n    pass\n", encoding="utf-8")
     (subs / "c_last.py").write_text(REFERENCE, encoding="utf-8")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "grader", str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3",
+    cmd = [*GRADE_WITH_A_TERMINALS_CTRL_C, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3",
            "--timeout", "60"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ctrl_c_as_in_a_terminal)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not recorded(out, "a_first") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)  # polling for a condition (the first report recorded, not yet committed), bounded
