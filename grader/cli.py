@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--html", type=Path, metavar="PAGE", help="also write the feedback page to hand back (one file)")
     p.add_argument("-o", "--outdir", type=Path, help="write reports into this folder")
     p.add_argument("--seed", type=int, help="seed of the hidden inputs (default: fresh, one for a whole batch; recorded in each report)")
-    p.add_argument("--timeout", type=float, help="seconds allowed per cell (overrides the assignment's limit)")
+    p.add_argument("--timeout", type=float, help="seconds allowed per cell, per exercise's probe and per probe request (overrides the assignment's limits)")
     p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this percentage")
     p.add_argument("--student", help="student id recorded in the report")
     p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once in batch mode")

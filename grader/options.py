@@ -12,7 +12,7 @@ class GradeOptions(BaseModel):
         default=None, description="assignment id or folder; None: from the notebook's metadata or file name"
     )
     seed: int | None = Field(default=None, ge=0, description="seed of hidden inputs; None: a fresh one")
-    cell_timeout: float | None = Field(default=None, gt=0, description="overrides the spec's per-cell limit")
+    cell_timeout: float | None = Field(default=None, gt=0, description="overrides the spec's cell, probe and request limits")
     student: str | None = None
     kernel_name: str = "python3"
     sandbox: bool = Field(default=True, description="run kernels in the sandbox, with the layers this machine has")
