@@ -263,6 +263,20 @@ def test_the_line_reader_splits_lines_and_keeps_deadlines() -> None:
     os.close(w)
 
 
+def test_a_line_waiting_in_the_pipe_is_read_after_the_deadline() -> None:
+    # a verifier started beside the kernel is asked first after the student's cells, which may
+    # take longer than its start-up limit: its ready line, long written, is not a timeout
+    r, w = os.pipe()
+    os.write(w, b'{"ready": 1}\n{"next"')
+    lines = _Lines(r, 1024)
+    past = time.monotonic() - 100
+    assert lines.readline(past) == b'{"ready": 1}'
+    with pytest.raises(TimeoutError):  # nothing complete waits: the deadline holds
+        lines.readline(past)
+    os.close(r)
+    os.close(w)
+
+
 def test_job_model_bounds() -> None:
     with pytest.raises(ValidationError):
         VerifierJob(id="j", module=b"x" * (6 * 2**20 + 1))
