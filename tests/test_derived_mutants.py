@@ -285,3 +285,23 @@ def test_pytest_collects_an_assignment_as_items(tiny, tmp_path) -> None:
     passed = int(done.stdout.split(" passed")[0].split()[-1])
     assert passed >= 6  # spec, requirements, solution, template, killed mutants, honest variants
     assert json.loads((tmp_path / "v.json").read_text())["assignments"][0]["assignment"] == "tiny"
+
+
+@pytest.mark.kernel
+def test_a_while_loop_unrolled_by_its_mutant_is_killed_by_the_while_check_alone(repo_root, tmp_path) -> None:
+    """ch2-jit's newton_sqrt without its while loop, unrolled to the reference's cap of 100 steps:
+    only the while check fails it. Its compile count finishes within the request limit (XLA took
+    12 s on the unrolled chain before each step got an optimization barrier, and timed out)."""
+    from grader import GradeOptions
+    from grader.validate import derived_mutants
+    from warm_grading import grade_warm
+
+    made = derived_mutants(assignments.load("ch2-jit"), repo_root / "solutions" / "ch2-jit.py", {"construct_removed"})
+    mutant = next(m for m in made if m.name == "newton_sqrt.without_while")
+    assert mutant.expected == ["newton.uses_while"]
+    path = tmp_path / "newton_without_while.py"
+    path.write_text(mutant.submission, encoding="utf-8")
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3))
+    failed = {check.id: check.status for exercise in report.exercises for check in exercise.checks
+              if check.status != "passed"}
+    assert failed == {"newton.uses_while": "failed"}
