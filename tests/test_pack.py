@@ -25,6 +25,19 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _student_venv(pack: Path, where: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh venv, outside this repository, with the pack and ipykernel installed; and the
+    environment to run it in (none of this checkout's)."""
+    venv = where / "student"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")}
+    (wheel,) = pack.glob("*.whl")
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel), "ipykernel"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return venv, env
+
+
 def _files(pack: Path) -> dict[str, str]:
     (wheel,) = pack.glob("jax_course_selfcheck-*-py3-none-any.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -87,15 +100,16 @@ def test_no_expected_value_of_a_hidden_input_is_in_the_pack(pack: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_the_pack_installed_in_a_fresh_venv_self_checks_a_notebook(pack: Path, repo_root: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "student"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+def test_the_pack_in_a_fresh_venv_self_checks_a_module_and_the_notebook_s_own_cells(pack: Path, repo_root: Path,
+                                                                                   tmp_path: Path) -> None:
+    """One venv for both ways a student runs the self-check (an install costs 40-50 s)."""
+    venv, env = _student_venv(pack, tmp_path)
+    _self_checks_a_module(venv, env, repo_root, tmp_path)
+    _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv, repo_root, tmp_path)
+
+
+def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_path: Path) -> None:
     python = venv / "bin" / "python"
-    (wheel,) = pack.glob("*.whl")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")}
-    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(wheel)], capture_output=True, text=True,
-                          env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
     script = tmp_path / "selfcheck.py"
     script.write_text(
         "import runpy, sys\n"
@@ -123,21 +137,12 @@ def test_the_pack_installed_in_a_fresh_venv_self_checks_a_notebook(pack: Path, r
     assert "✗ newton" not in wrong and "! newton" not in wrong  # only the broken function's checks fail
 
 
-@pytest.mark.kernel
-def test_the_notebook_s_own_self_check_cells_run_in_a_jupyter_kernel_of_the_pack(pack: Path, repo_root: Path,
-                                                                               tmp_path: Path) -> None:
+def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_root: Path, tmp_path: Path) -> None:
     """The cells Jupyter, JupyterLab, VS Code and Colab run: an ipykernel on the student's venv
     (with the pack, not this repository), executing the notebook top to bottom."""
     import nbformat
     from nbclient import NotebookClient
 
-    venv = tmp_path / "student"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")}
-    (wheel,) = pack.glob("*.whl")
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel), "ipykernel"],
-                          capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
     spec_dir = tmp_path / "jupyter" / "kernels" / "student"
     spec_dir.mkdir(parents=True)
     (spec_dir / "kernel.json").write_text(json.dumps({
