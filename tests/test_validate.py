@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -171,11 +172,13 @@ def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Pat
     (folder / "assignment.toml").write_text(SPEC + RAISING_CHECK)
     (folder / "checks.py").write_text("def always_raises(observed):\n    return observed['calls'][0][1]['nope']\n")
     monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
-    rows = {r.item: r for r in validate(["tiny"], workers=1)}
-    solution = rows["solutions/tiny.py scores full marks"]
-    assert not solution.ok and solution.bug and "judged.broken" in solution.detail
-    assert "always_raises raised" in solution.detail
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1"],
+    out = tmp_path / "validation.json"
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--json", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+    (assignment,) = json.loads(out.read_text())["assignments"]
+    rows = {r["item"]: Row.model_validate(r) for r in assignment["rows"]}
+    solution = rows["solutions/tiny.py scores full marks"]
+    assert not solution.ok and solution.bug and "judged.broken" in solution.detail
+    assert "always_raises raised" in solution.detail
