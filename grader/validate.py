@@ -19,7 +19,9 @@ followed by code that is appended, as a last cell, to the reference module solut
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
+import pickle
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -156,11 +158,24 @@ def _introspect_in_worker(reference: str, interface: Interface) -> ReferenceFact
         return pool.submit(introspect, reference, samples, list(interface.names)).result()
 
 
+_introspected: dict[tuple[str, bytes], ReferenceFacts] = {}
+
+
+def _reference_facts(reference: str, interface: Interface) -> ReferenceFacts:
+    """The reference's facts, introspected once per process for one reference text and interface:
+    the pytest plugin plans an assignment's items when it collects them and again when it
+    validates them (2-3 s each time, a process importing JAX)."""
+    key = (reference, hashlib.sha256(pickle.dumps(interface)).digest())  # it holds NumPy samples
+    if key not in _introspected:
+        _introspected[key] = _introspect_in_worker(reference, interface)
+    return _introspected[key].model_copy(deep=True)
+
+
 def derived_mutants(loaded: Assignment, reference: Path, families: set[str] | None = None) -> list[DerivedMutant]:
     """Every mutant and honest variant derived from the assignment's spec and reference."""
     interface = derive(loaded, SEED)
     text = reference.read_text(encoding="utf-8")
-    made = derive_mutants(text, interface, _introspect_in_worker(text, interface))
+    made = derive_mutants(text, interface, _reference_facts(text, interface))
     return [m for m in made if families is None or m.family in families]
 
 

@@ -152,6 +152,25 @@ def test_no_construct_mutant_without_a_requirement_for_it(tiny) -> None:
     assert not {n for n in made if n.endswith(("without_jit", "_static", "without_while", "without_case"))}
 
 
+def test_an_assignment_planned_twice_is_introspected_once_until_its_reference_changes(tiny, monkeypatch) -> None:
+    """The pytest plugin plans an assignment's items when it collects them and again when it
+    validates them: one process importing JAX for both, and a new one for a new reference."""
+    import grader.validate as validate_module
+
+    folder = tiny(spec())
+    calls = []
+    real = validate_module._introspect_in_worker
+    monkeypatch.setattr(validate_module, "_introspect_in_worker",
+                        lambda reference, interface: calls.append(reference) or real(reference, interface))
+    first = validate_module.planned_items("tiny")
+    assert "derived scale.arg1_static" in first and "derived mutants" not in first  # derived, no error row
+    assert validate_module.planned_items("tiny") == first and len(calls) == 1
+    reference = folder.parent.parent / "solutions" / "tiny.py"
+    reference.write_text(reference.read_text() + "\nEXTRA = 1\n")
+    validate_module.planned_items("tiny")
+    assert len(calls) == 2
+
+
 def test_helpers_are_renamed_token_by_token() -> None:
     renamed = rename_helpers(REFERENCE, {"scale"})
     assert "renamed_FACTOR_NAME = 'k'" in renamed and "# %% [scale]" in renamed and "def scale(x, k)" in renamed
