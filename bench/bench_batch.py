@@ -38,9 +38,11 @@ def dask_cost(subs: Path, out: Path):
     """The same batch through a 2-worker LocalCluster (one thread each) started in this process
     before the measured command connects to it; the workers' CPU is outside the command's
     cgroup, so only wall time is comparable."""
+    import dask
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with dask.config.set({"temporary-directory": str(out.parent / "dask-scratch")}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         return measured([[*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--scheduler", cluster.scheduler_address]])
 
 

@@ -74,9 +74,12 @@ def test_worker_problems_name_the_worker_and_the_fix() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster_client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+def cluster_client(tmp_path_factory: pytest.TempPathFactory):
+    # Dask's scratch (by default /tmp/dask-scratch-space, kept after the cluster stops) in the
+    # test's own temporary folder
+    with dask.config.set({"temporary-directory": str(tmp_path_factory.mktemp("dask"))}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         yield client
 
