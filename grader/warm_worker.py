@@ -99,6 +99,23 @@ def current() -> WarmWorker:
     return worker
 
 
+def existing() -> WarmWorker | None:
+    """This thread's warm worker, if one was made and not closed since."""
+    return getattr(_local, "worker", None)
+
+
+def close_current() -> None:
+    """Close this thread's warm worker (a serial batch that made it, at its end)."""
+    worker = getattr(_local, "worker", None)
+    if worker is None:
+        return
+    del _local.worker
+    with _lock:
+        if worker in _all:
+            _all.remove(worker)
+    worker.close()
+
+
 def close_all() -> None:
     """Close every thread's warm worker (a worker process on its way out)."""
     with _lock:

@@ -224,6 +224,40 @@ def test_completion_order_does_not_change_results(tmp_path: Path) -> None:
                [(c.id, c.status) for e in backward[student].exercises for c in e.checks]
 
 
+def test_a_serial_batch_closes_the_warm_worker_it_made_and_keeps_the_caller_s(tmp_path: Path, monkeypatch) -> None:
+    """`grade DIR -j 1` ends with nothing of its own left running; a warm worker the caller had
+    already (a library user's, a test session's) outlives the batch, so the caller's next
+    grading needs no new servers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from grader import warm_worker
+
+    closed: list[object] = []
+    monkeypatch.setattr(warm_worker.WarmWorker, "close", lambda self: closed.append(self))
+
+    def graded(task: Task, warm: bool = False) -> Report:
+        assert warm
+        warm_worker.current()  # what grade_task grades with
+        return error_report(task, "not graded in this test")
+
+    monkeypatch.setattr("grader.batch.grade_task", graded)
+    task = Task(student="a", path=str(tmp_path / "a.py"), options=OPTIONS)
+
+    def in_a_thread_of_its_own() -> tuple:  # thread-local: no warm worker from earlier tests
+        list(SerialExecutor().map([task]))
+        made, left = list(closed), warm_worker.existing()
+        mine = warm_worker.current()
+        list(SerialExecutor().map([task, task]))
+        kept, closed_since = warm_worker.existing(), closed[len(made):]
+        warm_worker.close_current()
+        return made, left, mine, kept, closed_since
+
+    with ThreadPoolExecutor(1) as pool:
+        made, left, mine, kept, closed_since = pool.submit(in_a_thread_of_its_own).result()
+    assert len(made) == 1 and left is None  # the batch made one, and closed it
+    assert kept is mine and closed_since == []  # the caller's was used and left open
+
+
 def test_cli_batch_needs_an_outdir(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("x = 1\n")
     done = subprocess.run([sys.executable, "-m", "grader", str(tmp_path)], capture_output=True, text=True)
