@@ -123,8 +123,8 @@ def main() -> int:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for k, (name, n, jobs, _) in enumerate(rounds[0]):
         # the median round of this row, by its ratio to that round's floor
-        ratio, floor, cost = sorted(((rows[k][3].wall_s / n / f, f, rows[k][3]) for rows, f in zip(rounds, floors)),
-                                    key=lambda t: t[0])[len(rounds) // 2]
+        ratio, cost = sorted(((rows[k][3].wall_s / n / f, rows[k][3]) for rows, f in zip(rounds, floors)),
+                             key=lambda t: t[0])[len(rounds) // 2]
         cpu = f"{cost.cpu_s / n:.2f}" if cost.cpu_s is not None else "n/a"
         peak = f"{1024 * cost.peak_gib / jobs:.0f}" if cost.peak_gib is not None else "n/a"
         spread = (f" ({', '.join(f'{rows[k][3].wall_s / n / f:.2f}' for rows, f in zip(rounds, floors))})"
