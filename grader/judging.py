@@ -14,6 +14,7 @@ from typing import Protocol
 from grader.assignment import Assignment
 from grader.checks import Check, Context, ModuleRun, Planner, Seen, build
 from grader.checks.base import CheckOutcome
+from grader.errors import UsageError
 from grader.faults import one_line
 from grader.probe.protocol import Observation, Request
 from grader.report import ExerciseResult, ProgramFingerprint
@@ -63,6 +64,17 @@ def plan(assignment: Assignment, seed: int, stage: Stage = "hand_in") -> Plan:
                          for spec in ex.checks]) for ex in assignment.spec.exercises]
     _last_plan = (assignment, seed, stage, built)
     return list(built)
+
+
+def only(checks_plan: Plan, exercises: tuple[str, ...] | None) -> Plan:
+    """The plan of these exercises alone (all when None): the probe asks about them only, the
+    verifier runs their programs only, and the report scores them only."""
+    if exercises is None:
+        return checks_plan
+    unknown = set(exercises) - {exercise.id for exercise, _ in checks_plan}
+    if unknown:
+        raise UsageError(f"no exercise {', '.join(sorted(unknown))} in this assignment")
+    return [(exercise, checks) for exercise, checks in checks_plan if exercise.id in exercises]
 
 
 class Prober(Protocol):

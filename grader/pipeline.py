@@ -15,7 +15,7 @@ from grader.attribution import attribute
 from grader.checks import Seen
 from grader.errors import AssignmentBug, UsageError, WrongAssignment
 from grader.faults import one_line
-from grader.judging import judge, observe_all, plan, programs
+from grader.judging import judge, observe_all, only, plan, programs
 from grader.kernel import Kernel
 from grader.options import GradeOptions
 from grader.report import Isolation, Report, SubmissionRef, environment
@@ -148,7 +148,7 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
             session.launch()
             verifier.launch()
             preparation = _Preparation(assignment)
-            checks_plan = plan(assignment, seed)
+            checks_plan = only(plan(assignment, seed), options.exercises)
             session.run_student_cells()
             verifying = InBackground(verifier, probe_timeout, session.remaining)
             observations = observe_all(session, checks_plan, probe_timeout, on_exercise=verifying.submit,

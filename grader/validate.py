@@ -7,7 +7,8 @@ fails exactly the checks its header declares; every mutant the grader derives fr
 and the interface (`grader.mutation`) loses points on its exercise, unless the spec declares it
 equivalent with a reason; every honest variant keeps full marks; and every check is failed by
 some mutant, so no check is one that cannot fail. Everything is graded through the batch path
-(warm kernels, the sandbox), and the kill matrix (mutant x check) is kept for the outputs.
+(warm kernels, the sandbox; a derived mutant on the exercises it changes alone, where its kill is
+read), and the kill matrix (mutant x check) is kept for the outputs.
 
 A hand-written mutant is a Python file whose first lines are
 
@@ -190,6 +191,19 @@ class _Item:
     mutant: Mutant | None = None
     derived: DerivedMutant | None = None
 
+    @property
+    def graded_on(self) -> tuple[str, ...] | None:
+        """The exercises its verdict reads, graded alone: a derived mutant is judged on the
+        exercises it changes and an honest variant with `expected` on those checks' exercises,
+        so probing and verifying the others would be work nobody reads. Everything else is graded
+        whole (a hand-written mutant must fail nothing beyond what it declares)."""
+        d = self.derived
+        if d is None:
+            return None
+        if not d.honest:
+            return tuple(d.exercises) or None
+        return tuple(dict.fromkeys(check.split(".", 1)[0] for check in d.expected)) or None
+
 
 class _Validator:
     """Validates one assignment: builds its items, grades them, judges each as it comes back.
@@ -363,7 +377,8 @@ class _Validator:
 
         options = GradeOptions(assignment=self.name, seed=SEED)
         index = {item.key: k for k, item in enumerate(items)}
-        tasks = [Task(student=i.key, path=str(i.path), options=options) for i in items]
+        tasks = [Task(student=i.key, path=str(i.path), options=options.model_copy(update={"exercises": i.graded_on}))
+                 for i in items]
         executor = LocalExecutor(self.workers) if self.workers > 1 else SerialExecutor()
         try:
             for task, report in executor.map(tasks):
@@ -438,7 +453,8 @@ class _Validator:
                 failing &= set(mutant.expected)
             self.row(item.key, not failing, f"{mutant.summary}: " + (
                 f"loses points on an honest variant: {_describe(report, failing)}" if failing
-                else f"{report.score:g}/{report.max_score:g}"), kind="honest")
+                else f"{report.score:g}/{report.max_score:g}"
+                + (f" on {', '.join(item.graded_on)}" if item.graded_on else "")), kind="honest")
             self._add_matrix(self._matrix_row(loaded, mutant, failing, None))
             return set()
         killed = _not_passed(report, mutant.exercises)

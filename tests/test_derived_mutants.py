@@ -324,3 +324,50 @@ def test_a_while_loop_unrolled_by_its_mutant_is_killed_by_the_while_check_alone(
     failed = {check.id: check.status for exercise in report.exercises for check in exercise.checks
               if check.status != "passed"}
     assert failed == {"newton.uses_while": "failed"}
+
+
+@pytest.mark.kernel
+def test_grading_some_exercises_probes_judges_and_scores_those_alone(repo_root, tmp_path) -> None:
+    """What `grade validate` grades a derived mutant with: its exercises only. A broken tax does
+    not show when newton alone is graded, and newton's programs are the only ones run."""
+    from grader import GradeOptions
+    from grader.errors import UsageError
+    from warm_grading import grade_warm
+
+    path = tmp_path / "tax_broken.py"
+    path.write_text((repo_root / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
+                    + "\n\ntax_vectorized = jax.jit(lambda income: income * 0.1)\n", encoding="utf-8")
+    newton = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3, exercises=("newton",)))
+    assert [e.id for e in newton.exercises] == ["newton"]
+    assert (newton.score, newton.max_score) == (25, 25)
+    assert newton.programs and {p.function for p in newton.programs} == {"newton_sqrt"}
+    tax = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3, exercises=("tax",)))
+    assert [e.id for e in tax.exercises] == ["tax"] and tax.score < tax.max_score == 25
+    with pytest.raises(UsageError, match="no exercise taxes"):
+        grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3, exercises=("taxes",)))
+
+
+def test_validate_grades_a_derived_mutant_on_its_exercises_and_the_rest_whole(monkeypatch) -> None:
+    """The kill of a derived mutant is read on its exercises alone, so only those are graded; a
+    hand-written mutant (which must fail nothing else), the solutions, the template and an honest
+    variant that must keep every point are graded whole."""
+    from grader.batch import error_report
+
+    tasks = []
+
+    class Recording:
+        def map(self, given):
+            for task in given:
+                tasks.append(task)
+                yield task, error_report(task, "-").model_copy(update={"status": "graded", "error": None})
+
+    monkeypatch.setattr("grader.batch.SerialExecutor", Recording)
+    validate_all(["ch2-jit"], workers=1, families={"output_perturbed", "honest"})
+    graded_on = {task.student: task.options.exercises for task in tasks}
+    assert graded_on["derived step.out0_rel_1e-3"] == ("training",)
+    assert graded_on["derived newton_sqrt.out0_rel_1e-3"] == ("newton",)
+    assert graded_on["honest step.as_list"] == ("training",)  # it must pass these checks only
+    assert graded_on["honest reference.helpers_renamed"] is None
+    assert graded_on["mutant tax_switch_with_select"] is None
+    assert graded_on["solutions/ch2-jit.py scores full marks"] is None
+    assert any(key.startswith("template") and on is None for key, on in graded_on.items())
