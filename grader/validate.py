@@ -377,8 +377,8 @@ class _Validator:
 
         options = GradeOptions(assignment=self.name, seed=SEED)
         index = {item.key: k for k, item in enumerate(items)}
-        tasks = [Task(student=i.key, path=str(i.path), options=options.model_copy(update={"exercises": i.graded_on}))
-                 for i in items]
+        tasks = [Task(student=i.key, path=str(i.path),
+                      options=options.model_copy(update={"exercises": i.graded_on})) for i in items]
         executor = LocalExecutor(self.workers) if self.workers > 1 else SerialExecutor()
         try:
             for task, report in executor.map(tasks):
