@@ -8,7 +8,8 @@
     ├── AssignmentNotFound      no assignment folder with that id (exit 2)
     ├── AssignmentBug           the instructor's code (references, generators, checks.py) raised (exit 3)
     └── KernelError             the execution layer failed (never a student's fault)
-        └── KernelStartFailed   no kernel could be started at all (exit 3)
+        ├── KernelStartFailed   no kernel could be started at all (exit 3)
+        └── MachineOverloaded   a timeout while others had the sandbox's CPU: regraded, then not graded
 
 Student problems (a raising cell, a hang, a dead kernel, a hostile message) become statuses in
 the report; only infrastructure faults and bad input reach the CLI as exceptions. Which is which
@@ -110,3 +111,15 @@ class KernelStartFailed(KernelError):
     def __init__(self, reason: str):
         super().__init__(f"could not start a Python kernel: {reason}")
         self.reason = reason
+
+
+class MachineOverloaded(KernelError):
+    """A cell, check or verifier job timed out while the machine kept the sandbox's processes
+    from the CPU (grader/starvation.py): the timeout is not the student's. The submission is
+    graded again; starved again, it is that student's error report saying so (grader.faults)."""
+
+    def __init__(self, where: str, detail: str):
+        super().__init__(f"the grading machine was overloaded, not this submission's code: {where} ran out "
+                         f"of time while {detail}; grade it again when the machine is less busy")
+        self.where = where
+        self.detail = detail

@@ -5,6 +5,10 @@
     the grader's      KernelStartFailed, SpecInvalid, AssignmentNotFound, AssignmentBug, UsageError:
                       a broken machine, spec or instructor code, or a bad command line.
                       -> the run stops with one line (exit 3, or 2 for bad input of the instructor).
+    the machine's     MachineOverloaded: a timeout while other processes had the sandbox's CPU,
+                      still so after a regrade (grader/starvation.py). -> that student's error
+                      report saying the machine was overloaded, never a timeout verdict; the batch
+                      goes on, and a rerun grades it again (an error report is never kept as done).
     nobody knows      any other exception while grading one submission: a grader bug that this
                       submission revealed. -> that student's error report saying so (the batch
                       goes on, no result is lost), counted as `internal`, and the run exits 3.
@@ -27,13 +31,14 @@ from grader.errors import (
     AssignmentNotFound,
     GraderError,
     KernelStartFailed,
+    MachineOverloaded,
     SpecInvalid,
     SubmissionUnreadable,
     UsageError,
 )
 from grader.report import Report
 
-Fault = Literal["student", "grader", "internal"]
+Fault = Literal["student", "grader", "machine", "internal"]
 INTERNAL_PREFIX = "the grader failed on this submission (a grader bug; please report it): "
 MAX_REASON = 500
 
@@ -49,6 +54,8 @@ def classify(exc: BaseException) -> Fault:
     """Whose fault an exception raised while grading one submission is."""
     if isinstance(exc, SubmissionUnreadable):
         return "student"
+    if isinstance(exc, MachineOverloaded):
+        return "machine"
     if isinstance(exc, (KernelStartFailed, SpecInvalid, AssignmentNotFound, AssignmentBug, UsageError)):
         return "grader"
     if isinstance(exc, GraderError) and exc.exit_code == 3:
@@ -58,7 +65,7 @@ def classify(exc: BaseException) -> Fault:
 
 def student_reason(exc: BaseException) -> str:
     """The sentence an error report carries for a failure that is not the grader's to stop on."""
-    if isinstance(exc, SubmissionUnreadable):
+    if isinstance(exc, (SubmissionUnreadable, MachineOverloaded)):
         return str(exc)
     return INTERNAL_PREFIX + one_line(exc)
 

@@ -16,7 +16,8 @@ fresh process would be, layer by layer:
                 filter refuses SysV IPC and POSIX message queues (grader/seccomp.py), and the
                 server is non-dumpable (so are its children), so no child can open its memory
                 or another child's through /proc; ptrace is refused already
-    cgroups     its own memory and pids cgroups with the policy's limits, which the grader moves
+    cgroups     its own memory and pids cgroups with the policy's limits (and cpu and cpuacct ones:
+                a CPU share of its own, where the machine has the cpu layer), which the grader moves
                 it into as soon as the server answers, before it is handed any work; killing it
                 empties them, so whatever it started goes with it
     scratch     the server's scratch directory and private /tmp, emptied by the grader after each
@@ -252,6 +253,10 @@ class Child:
     def out_of_memory(self) -> bool:
         return out_of_memory(self.groups.get("memory"))
 
+    def cpu_group(self) -> Path | None:
+        """Its cpuacct cgroup, whose CPU time tells a starved timeout (grader/starvation.py)."""
+        return self.groups.get("cpuacct")
+
     def peak_memory_bytes(self) -> int | None:
         return peak_memory_bytes(self.groups.get("memory"))
 
@@ -261,7 +266,7 @@ class Child:
             return
         self.killed = True
         if self.groups:
-            for group in self.groups.values():
+            for group in dict.fromkeys(self.groups.values()):  # cpu and cpuacct may be one
                 empty_and_remove(group)
         else:  # unsandboxed: its own session (the server's children call setsid)
             for kill in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
@@ -492,11 +497,11 @@ class ForkServer:
         groups: dict[str, Path] = {}
         if self.policy is not None:
             try:
-                groups = create_cgroups(self.policy)
-                for group in groups.values():
+                groups = create_cgroups(self.policy)  # a CPU share of its own too (the cpu layer)
+                for group in dict.fromkeys(groups.values()):
                     (group / "cgroup.procs").write_text(str(host_pid))
             except BaseException:
-                for group in groups.values():
+                for group in dict.fromkeys(groups.values()):
                     empty_and_remove(group)
                 os.kill(host_pid, signal.SIGKILL)
                 raise

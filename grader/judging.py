@@ -59,7 +59,7 @@ def plan(assignment: Assignment, seed: int, stage: Stage = "hand_in") -> Plan:
     last = _last_plan
     if last is not None and last[0] is assignment and last[1] == seed and last[2] == stage:
         return list(last[3])
-    ctx = Context(assignment=assignment, seed=seed, planner=Planner())
+    ctx = Context(assignment=assignment, seed=seed, planner=Planner(), stage=stage)
     built: Plan = [(ex, [build(ex.id, spec, ctx) if judged_now(spec, stage) else Deferred(f"{ex.id}.{spec.id}")
                          for spec in ex.checks]) for ex in assignment.spec.exercises]
     _last_plan = (assignment, seed, stage, built)
@@ -95,16 +95,32 @@ def probe_order(checks_plan: Plan) -> Plan:
     return sorted(checks_plan, key=lambda item: -exports(item))  # stable: ties keep their order
 
 
+def hidden_last(checks_plan: Plan) -> list[tuple[ExerciseSpec, list[Check]]]:
+    """The probe's batches: every exercise's visible checks, then every exercise's hidden ones.
+    A hidden check's request can carry hidden values into the kernel (public values baked into an
+    export, a `source = "kernel"` call), where the student's code may keep them; asked last, no
+    visible check's answer (whose message shows what the kernel said) can carry them out."""
+    ordered = probe_order(checks_plan)
+    hidden_ids = {f"{exercise.id}.{spec.id}" for exercise, _ in ordered for spec in exercise.checks if spec.hidden}
+    batches = []
+    for hidden in (False, True):
+        for exercise, checks in ordered:
+            part = [c for c in checks if (c.full_id in hidden_ids) is hidden]
+            if part:
+                batches.append((exercise, part))
+    return batches
+
+
 def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
                 on_exercise: Callable[[list[Check], dict[str, Observation]], None] | None = None,
                 on_stage: Callable[[str], None] | None = None) -> dict[str, Observation]:
-    """One probe batch per exercise (in `probe_order`), so a hang in one exercise costs only
-    that exercise; a request that several checks share is asked once. `on_exercise` gets each
-    exercise's checks as soon as the kernel has answered them (the verifier starts on them
-    meanwhile)."""
+    """One probe batch per exercise (in `probe_order`), its hidden checks' in a second round
+    (`hidden_last`), so a hang in one exercise costs only that exercise; a request that several
+    checks share is asked once, with the first. `on_exercise` gets each batch's checks as soon as
+    the kernel has answered them (the verifier starts on them meanwhile)."""
     observations: dict[str, Observation] = {}
     asked: set[str] = set()
-    for exercise, checks in probe_order(checks_plan):
+    for exercise, checks in hidden_last(checks_plan):
         if on_stage is not None:
             on_stage(f"checking {exercise.title}")
         requests = []
@@ -155,7 +171,7 @@ def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcom
         message, cause = f"same tracing error as {root}; this check of {spec.title!r} is judged once it traces", \
             "same_trace"
     return outcome.model_copy(update={"message": message, "cause": cause,
-                                      "counterexample": outcome.counterexample or outcome.message, "tally": None})
+                                      "counterexample": outcome.counterexample or outcome.message})
 
 
 def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:

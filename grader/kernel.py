@@ -36,6 +36,7 @@ from grader.errors import KernelStartFailed
 from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel, kernel_command, scratch_directory
 from grader.probe.protocol import MIME_TYPE
 from grader.sandbox import Sandbox, SandboxPolicy, available
+from grader.starvation import CpuMeter, starved_window
 from grader.wire import DROPPED, BoundedSockets, GraderSession, MessageRejected, bounded_context
 
 STARTUP_TIMEOUT_S = 60
@@ -51,6 +52,9 @@ class CellRun(BaseModel):
     observations: list[dict[str, Any]] = []
     seconds: float = 0.0
     line: int | None = Field(default=None, description="the line of the cell where it raised, from the traceback")
+    starved: str | None = Field(default=None, description=(
+        "a timeout during which the machine kept the kernel's processes from the CPU, in words "
+        "(grader/starvation.py): not the student's timeout"))
 
 
 
@@ -429,6 +433,7 @@ class Kernel:
         session = client.kc.session
         session.begin_cell(observations=observations)
         started = time.monotonic()
+        meter = CpuMeter(self._cpu_group())
         watch = (lambda: session.last_observation, quiet) if observations and quiet and quiet < timeout else None
         try:
             _drive(functools.partial(client.async_execute_cell, cell, 0), limit=timeout + HARD_DEADLINE_GRACE_S,
@@ -439,10 +444,11 @@ class Kernel:
             if broken is None:
                 # Kill rather than interrupt: an interrupt can be ignored, and nbclient leaves the
                 # timed-out cell's output reader running, which would swallow later cells' output.
+                starved = starved_window(meter)  # read before the kill takes its threads away
                 self.kill()
                 ran = quiet if isinstance(exc, _Quiet) else timeout
-                return self._finish(CellRun(status="timeout", evalue=f"still running after {ran:g} s"),
-                                    cell, started)
+                return self._finish(CellRun(status="timeout", evalue=f"still running after {ran:g} s",
+                                            starved=starved.describe() if starved else None), cell, started)
         except DeadKernelError:
             broken = client.rejected
             if broken is None:
@@ -488,6 +494,14 @@ class Kernel:
             if o.get("output_type") == "display_data" and MIME_TYPE in o.get("data", {})
         ]
         return run.model_copy(update={"observations": observations, "seconds": time.monotonic() - started})
+
+    def _cpu_group(self) -> Path | None:
+        """The cpuacct cgroup of the kernel's sandbox (a forked kernel's own), if it has one."""
+        if self._server is not None:
+            process = getattr(getattr(self._km, "provisioner", None), "process", None)
+            child = getattr(process, "child", None)
+            return child.cpu_group() if child is not None else None
+        return self._sandbox.cgroup("cpuacct") if self._sandbox else None
 
     def stop_strays(self) -> int:
         """Kill every process of the kernel's sandbox but the kernel itself (daemons included);

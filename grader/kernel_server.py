@@ -75,8 +75,9 @@ class ForkedKernel:
         self.child.kill()
 
     def stop_strays(self, timeout: float = 5.0) -> int:
-        """Kill every process of its cgroups but the kernel; how many were killed."""
-        return kill_strays(self.child.processes, {self.pid}, timeout)
+        """Kill every process of its cgroups but the kernel (forks held off meanwhile); how many
+        were killed."""
+        return kill_strays(self.child.processes, {self.pid}, timeout, pids_group=self.child.groups.get("pids"))
 
 
 class KernelServer(ForkServer):

@@ -13,7 +13,7 @@ from grader import assignment as assignments
 from grader.assignment import Assignment
 from grader.attribution import attribute
 from grader.checks import Seen
-from grader.errors import AssignmentBug, UsageError, WrongAssignment
+from grader.errors import AssignmentBug, MachineOverloaded, UsageError, WrongAssignment
 from grader.faults import one_line
 from grader.judging import judge, observe_all, only, plan, programs
 from grader.kernel import Kernel
@@ -22,6 +22,7 @@ from grader.report import Isolation, Report, SubmissionRef, environment
 from grader.sandbox import SandboxPolicy, available
 from grader.scoring import total
 from grader.session import Session
+from grader.starvation import REGRADES
 from grader.submission import Submission, claim_text, read_submission
 from grader.verification import InBackground
 from grader.verifier.client import Verifier
@@ -123,8 +124,36 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
     submission: a fresh one unless given, closed at the end either way). `build_executables`
     (the command line's single file): compile the reference solution's programs first if this
     machine has not yet (grader/executables.py).
+
+    A cell or check that timed out while the machine kept the submission's processes from the
+    CPU is no verdict (grader/starvation.py): the submission is graded again, from the start and
+    with the same seed, at most REGRADES times; still starved, MachineOverloaded (its error report).
     """
     options = options or GradeOptions()
+    if options.seed is None:  # a regrade draws the same hidden inputs
+        options = options.model_copy(update={"seed": secrets.randbelow(2**31)})
+    for attempt in range(REGRADES + 1):
+        try:
+            return _grade_once(path, options, kernel_factory=kernel_factory, verifier=verifier,
+                               on_stage=on_stage, build_executables=build_executables and attempt == 0)
+        except MachineOverloaded:
+            if attempt == REGRADES:
+                raise
+            verifier = _fresh(verifier) if verifier is not None else None
+    raise AssertionError("unreachable")
+
+
+def _fresh(verifier: Verifier) -> Verifier:
+    """A new verifier like `verifier` (closed by the attempt that used it): the same sandbox,
+    fork server and known answers, its restarts unused."""
+    return Verifier(verifier.policy, boot_timeout=verifier.boot_timeout, max_restarts=verifier.max_restarts,
+                    program=verifier.program, server=verifier.server, answers=verifier.answers)
+
+
+def _grade_once(path: str | Path, options: GradeOptions, *, kernel_factory: Callable[[], Kernel] | None,
+                verifier: Verifier | None, on_stage: Callable[[str], None] | None,
+                build_executables: bool) -> Report:
+    """One grading of the submission (grade_one's steps)."""
     started = time.monotonic()
     submission = read_submission(path)
     assignment = assignments.load(choose_assignment(submission, options))
@@ -151,8 +180,12 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
             checks_plan = only(plan(assignment, seed), options.exercises)
             session.run_student_cells()
             verifying = InBackground(verifier, probe_timeout, session.remaining)
-            observations = observe_all(session, checks_plan, probe_timeout, on_exercise=verifying.submit,
-                                       on_stage=on_stage)
+            try:
+                observations = observe_all(session, checks_plan, probe_timeout, on_exercise=verifying.submit,
+                                           on_stage=on_stage)
+            except MachineOverloaded:
+                verifying.cancel()  # before the verifier is closed, so that nothing starts one again
+                raise
         seen = Seen(observations=observations, runs=verifying.result())
     finally:
         verifier.close()

@@ -54,6 +54,14 @@ class SubmissionRef(_Model):
     kind: Literal["notebook", "module"] | None
 
 
+class Tally(_Model):
+    """How many of a check's calls failed: for the instructor only (of a hidden check's inputs it
+    tells where they lie, e.g. how many fall in the range a wrong branch covers)."""
+
+    failed: int = Field(ge=0)
+    calls: int = Field(ge=0)
+
+
 class CheckResult(_Model):
     id: str
     title: str
@@ -71,6 +79,9 @@ class CheckResult(_Model):
     judge_error: str | None = Field(
         default=None, description="the check's own code raised on this answer (for the instructor): "
         "on the reference solution that is an assignment bug, which `grade validate` reports")
+    tally: Tally | None = Field(
+        default=None, description="for the instructor only: how many of the check's calls failed (of a hidden "
+        "check, a count of hidden inputs, which `message` never names); no student-facing output prints it")
 
 
 class ExerciseResult(_Model):

@@ -10,6 +10,9 @@ Layers, each optional so that grading degrades honestly where one is missing:
                  the command: no key ring, file locks, inotify, mounts, namespaces, tracing, ...
     cgroups      cgroup v1 memory and pids controllers: limits for the whole process tree, and
                  a list of every process to kill when grading ends
+    cpu          cgroup v1 cpu and cpuacct controllers: an equal CPU share per sandbox (however many
+                 processes it runs), and its CPU time, which tells a starved timeout from the
+                 student's own (grader/starvation.py)
     rlimits      prlimit: file size, CPU time, open files, no core dumps (clean errors)
     scratch      a size-limited tmpfs mounted as the scratch directory (disk cannot fill up)
 
@@ -22,6 +25,7 @@ daemon that double-forked is out of the kernel's reach), and `cleanup()` kills t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -30,7 +34,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,12 +44,13 @@ from grader import seccomp
 if TYPE_CHECKING:
     from grader.report import Isolation
 
-LAYERS = ("namespaces", "user", "seccomp", "cgroups", "rlimits", "scratch")
+LAYERS = ("namespaces", "user", "seccomp", "cgroups", "cpu", "rlimits", "scratch")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
 VERIFIER_DIR = Path(__file__).resolve().parent / "verifier"  # the verifier's runtime (grader/verifier/)
 ENV_PASSED = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 SECCOMP_FD = 9  # the privileged wrapper opens the filter on this fd for `bwrap --seccomp`
+ADDRESS_SPACE_FACTOR = 2  # without cgroups: JAX and the kernel map about twice what they use
 BWRAP_LEVELS = 3  # bwrap processes above the kernel: 2 (the outer one, its pid-1 init); a bound
 
 
@@ -57,6 +62,12 @@ class SandboxPolicy:
 
     memory_bytes: int | None = 4 * 2**30  # whole process tree (cgroup)
     pids: int | None = 512  # processes and threads of the tree (cgroup)
+    # The tree's CPU (cgroup cpu): `cpu_shares`, the same for every sandbox, splits a busy machine
+    # evenly between sandboxes however many processes each runs (two at -j 2: half each); unused
+    # CPU still goes to whoever wants it. `cpu_cores` (a CFS quota) would cap a sandbox even on an
+    # idle machine, which only slows a batch down: None, no cap.
+    cpu_shares: int = 1024
+    cpu_cores: float | None = None
     cpu_seconds: int | None = 900  # CPU time per process (rlimit)
     file_bytes: int | None = 256 * 2**20  # largest file it may write (rlimit)
     open_files: int = 1024
@@ -112,21 +123,114 @@ def detect() -> Detected:
         missing["namespaces"] = "bubblewrap (bwrap) is not installed"
     elif not root:
         missing["namespaces"] = "needs root (to drop to an unprivileged user inside)"
+    elif why := _host_refusals().bwrap:
+        missing["namespaces"] = why
     if not (root and shutil.which("setpriv")):
         missing["user"] = "needs root and setpriv"
+    elif "namespaces" in missing and (hidden := _unreachable_environment()):
+        missing["user"] = f"the Python environment is not readable by an unprivileged user ({hidden})"
     if not (root and _own_cgroup("memory") and _own_cgroup("pids")):
         missing["cgroups"] = "needs root and writable cgroup v1 memory and pids controllers"
+    if not (root and _own_cgroup("cpu") and _own_cgroup("cpuacct")):
+        missing["cpu"] = "needs root and writable cgroup v1 cpu and cpuacct controllers (a CPU share each)"
     if not shutil.which("prlimit"):
         missing["rlimits"] = "prlimit is not installed"
     if not root:
         missing["scratch"] = "needs root to mount a size-limited tmpfs"
+    elif why := _host_refusals().mount:
+        missing["scratch"] = why
     why = seccomp.unavailable_reason()
     if why:
         missing["seccomp"] = why
-    if "namespaces" in missing:  # the user and seccomp layers run inside bubblewrap
-        missing.setdefault("user", "needs bubblewrap")
-        missing.setdefault("seccomp", "needs bubblewrap")
+    # Without bubblewrap, the user and seccomp layers are set up by the privileged wrapper itself
+    # (setpriv; the filter loaded by grader/seccomp_exec.py): Gradescope's and Docker's
+    # containers refuse namespaces but allow both.
     return Detected(layers=tuple(layer for layer in LAYERS if layer not in missing), missing=missing)
+
+
+@dataclass(frozen=True)
+class HostRefusals:
+    """What this host refuses a root process, found by trying: bubblewrap's namespaces and a
+    tmpfs mount (a container without CAP_SYS_ADMIN refuses both). None: allowed."""
+
+    bwrap: str | None
+    mount: str | None
+
+
+def _host_refusals() -> HostRefusals:
+    """Tried once per boot and environment (50 ms, on the way to every first kernel): kept in the
+    seccomp filter's root-only folder under the boot id, the user, the mount namespace, the
+    capabilities and bwrap's identity, and read back after."""
+    import json
+
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        tool = os.stat(shutil.which("bwrap") or "/nonexistent")
+        status = Path("/proc/self/status").read_text()
+        capabilities = next((line for line in status.splitlines() if line.startswith("CapEff:")), "")
+        # a container (its own mount namespace, fewer capabilities) is another host
+        key = "-".join([boot, str(os.geteuid()), os.readlink("/proc/self/ns/mnt"), capabilities.split()[-1],
+                        str(tool.st_ino), str(tool.st_mtime_ns)])
+        record = seccomp.private_directory() / "host-refusals.json"
+    except OSError:
+        return HostRefusals(bwrap=_bwrap_refused(), mount=_mount_refused())
+    try:
+        known = json.loads(record.read_text())
+        if known.get("key") == key:
+            return HostRefusals(bwrap=known["bwrap"], mount=known["mount"])
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    found = HostRefusals(bwrap=_bwrap_refused(), mount=_mount_refused())
+    partial = record.with_name(f".{record.name}.{os.getpid()}")
+    try:
+        partial.write_text(json.dumps({"key": key, "bwrap": found.bwrap, "mount": found.mount}))
+        os.replace(partial, record)
+    except OSError:
+        pass
+    return found
+
+
+def _bwrap_refused() -> str | None:
+    """Why bubblewrap cannot make its namespaces here, or None: a container (Docker's default,
+    Gradescope's) has bwrap installed and refuses what it needs (no CAP_SYS_ADMIN, seccomp)."""
+    try:
+        done = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net",
+                               "--unshare-ipc", "--unshare-uts", "--die-with-parent", "true"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not run ({type(exc).__name__})"
+    if done.returncode == 0:
+        return None
+    said = " ".join(done.stderr.split())[:160] or f"exit status {done.returncode}"
+    return f"bubblewrap cannot create namespaces here ({said})"
+
+
+def _mount_refused() -> str | None:
+    """Why a tmpfs cannot be mounted here (a container without CAP_SYS_ADMIN), or None."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=f"{owner_tag()}mount-") as point:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", point],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            return "cannot mount a size-limited tmpfs here (refused: a container without CAP_SYS_ADMIN)"
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    return None
+
+
+def _unreachable_environment() -> str | None:
+    """The first folder of the interpreter, the venv or the probe that an unprivileged user
+    cannot enter or read, or None. Without bubblewrap nothing is bound for the sandbox's user:
+    it reads what is readable by others, so the kernel could not even start."""
+    for path in (Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PROBE_DIR):
+        for folder in [*reversed(path.parents), path]:
+            try:
+                mode = folder.stat().st_mode
+            except OSError:
+                return str(folder)
+            if not mode & 0o001 or (folder == path and not mode & 0o004):
+                return str(folder)
+    return None
 
 
 @functools.cache
@@ -148,9 +252,19 @@ def _stat(pid: int) -> tuple[int, int] | None:
 
 
 def _exited(pid: int) -> bool:
-    """Gone, or a zombie (dead, waiting for its parent to reap it)."""
+    """Gone, or dead to its last thread. A zombie leader is not enough: a main thread that made
+    the exit system call alone (not exit_group) is a zombie while the process's other threads
+    run on (a daemon that beat through every probe batch this way)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    return all(_task_exited(pid, task) for task in tasks)
+
+
+def _task_exited(pid: int, task: str) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return True
     return state in ("Z", "X", "x")
@@ -192,11 +306,12 @@ class Sandbox:
         if self.has("user"):
             os.chown(self.scratch, self.policy.uid, self.policy.gid)
         if self.has("cgroups"):
-            self._groups = create_cgroups(self.policy)
-            self._cgroups = list(self._groups.values())
+            self._groups = create_cgroups(self.policy, cpu=self.has("cpu"))
+            self._cgroups = list(dict.fromkeys(self._groups.values()))  # cpu,cpuacct may be one
 
     def cgroup(self, controller: str) -> Path | None:
-        """This sandbox's cgroup directory for `controller` ("memory", "pids") once prepared."""
+        """This sandbox's cgroup directory for `controller` ("memory", "pids", "cpu", "cpuacct")
+        once prepared."""
         return self._groups.get(controller)
 
     def wrap(self, argv: list[str], connection_file: str | None = None) -> list[str]:
@@ -216,21 +331,41 @@ class Sandbox:
             script += 'shift 2; exec "$@"'
             # the verifier runs no code that makes system calls: the futex rule is for kernels
             shared = self.runtime_dir != PROBE_DIR
-            filter_path = str(seccomp.filter_file(shared_futexes=shared)) if self.has("seccomp") else ""
+            filter_path = (str(seccomp.filter_file(shared_futexes=shared, local_sockets_only=not self.has("namespaces")))
+                           if self.has("seccomp") else "")
             cmd += ["/bin/sh", "-c", script, "grader-sandbox", connection_file or "", filter_path]
         if self.has("rlimits"):
-            limits = [f"--nofile={p.open_files}:{p.open_files}", "--core=0:0"]
-            if p.file_bytes is not None:
-                limits.append(f"--fsize={p.file_bytes}:{p.file_bytes}")
-            if p.cpu_seconds is not None:
-                limits.append(f"--cpu={p.cpu_seconds}:{p.cpu_seconds}")
-            cmd += ["prlimit", *limits, "--"]
+            cmd += ["prlimit", *self._rlimits(), "--"]
         if self.has("namespaces"):
             cmd += self._bwrap_args()
+        elif self.isolation.layers:
+            if self.has("seccomp"):  # bwrap would load it: the wrapper's own loader does
+                cmd += seccomp.loader_command(SECCOMP_FD)
+            # bwrap would clear the environment: nothing of the grader's reaches the kernel
+            environment = {**launch_environment(self.scratch), "MPLBACKEND": "Agg"}
+            cmd += ["env", "-i", *(f"{name}={value}" for name, value in environment.items())]
         if self.has("user"):
             cmd += ["setpriv", f"--reuid={p.uid}", f"--regid={p.gid}", "--clear-groups",
                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         return cmd + argv
+
+    def _rlimits(self) -> list[str]:
+        """prlimit's options. Without the cgroup layer, the address space and the number of
+        processes of the sandbox's user are capped instead of the tree's memory and pids (looser:
+        a mapping is not memory, and every process of that uid counts)."""
+        p = self.policy
+        limits = [f"--nofile={p.open_files}:{p.open_files}", "--core=0:0"]
+        if p.file_bytes is not None:
+            limits.append(f"--fsize={p.file_bytes}:{p.file_bytes}")
+        if p.cpu_seconds is not None:
+            limits.append(f"--cpu={p.cpu_seconds}:{p.cpu_seconds}")
+        if not self.has("cgroups"):
+            if p.memory_bytes is not None:
+                space = ADDRESS_SPACE_FACTOR * p.memory_bytes
+                limits.append(f"--as={space}:{space}")
+            if p.pids is not None and self.has("user"):
+                limits.append(f"--nproc={p.pids}:{p.pids}")
+        return limits
 
     def _bwrap_args(self) -> list[str]:
         args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
@@ -277,10 +412,9 @@ class Sandbox:
             return made
 
         args += parents_of(self.scratch)  # TMPDIR=/var/tmp/x: /var, /var/tmp, ...
-        if self.policy.executables is not None:
+        if (store := self.store()) is not None:
             from grader.executables import sandbox_environment
 
-            store = self.policy.executables
             args += parents_of(store)
             args += ["--bind" if self.policy.executables_writable else "--ro-bind", str(store), str(store)]
             for name, value in sandbox_environment(store, writable=self.policy.executables_writable).items():
@@ -288,9 +422,15 @@ class Sandbox:
         args += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch)]
         return args
 
+    def store(self) -> Path | None:
+        """The compiled-program store this sandbox reads (grader/executables.py): a verifier's
+        only. The store is compiled from the reference solution, so a kernel, which runs the
+        student's Python, never sees it: read from a kernel, its programs are the answer key."""
+        return self.policy.executables if self.runtime_dir == VERIFIER_DIR else None
+
     def bound_paths(self) -> list[Path]:
         """Every host path bound into the sandbox: the read-only ones and the scratch."""
-        store = [self.policy.executables] if self.policy.executables is not None else []
+        store = [path] if (path := self.store()) is not None else []
         return [*self._readonly_paths(), *store, self.scratch]
 
     def _readonly_paths(self) -> list[Path]:
@@ -313,14 +453,14 @@ class Sandbox:
         below it: from the root downwards, while the process is bwrap, its earliest-started
         child. A double-forked daemon is a later child of that init, so it is not kept.
         Without the cgroup layer there is no list of the sandbox's processes: 0."""
-        if not self._cgroups:
+        group = self.cgroup("pids")
+        if group is None:
             return 0
-        group = self._cgroups[-1]
         procs = self._procs(group)
         if kernel_root_pid not in procs:  # not this sandbox's kernel: touch nothing
             return 0
         keep = self._kernel_chain(kernel_root_pid, procs)
-        return kill_strays(lambda: self._procs(group), keep, timeout)
+        return kill_strays(lambda: self._procs(group), keep, timeout, pids_group=group)
 
     @staticmethod
     def _procs(group: Path) -> list[int]:
@@ -359,21 +499,33 @@ class Sandbox:
             self._mounted = False
 
 
-def create_cgroups(policy: SandboxPolicy) -> dict[str, Path]:
+CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")  # pids last: its group is the sandbox's list of processes
+
+
+def create_cgroups(policy: SandboxPolicy, *, cpu: bool | None = None) -> dict[str, Path]:
     """A new memory and pids cgroup (cgroup v1) with the policy's limits, by controller, each a
-    child of this process's own and tagged with its pid (`sweep` finds them if it dies)."""
+    child of this process's own and tagged with its pid (`sweep` finds them if it dies); and a
+    cpu and cpuacct one with the policy's CPU share when `cpu` (by default: where detect() found
+    the cpu layer). Where cpu and cpuacct are mounted together, both name one directory."""
     name = f"{owner_tag()}{uuid.uuid4().hex[:12]}"
+    cpu = "cpu" in detect().layers if cpu is None else cpu
     limits = {"memory": {"memory.limit_in_bytes": policy.memory_bytes},
+              "cpu": {"cpu.shares": policy.cpu_shares, **_cfs_quota(policy)},
+              "cpuacct": {},
               "pids": {"pids.max": policy.pids}}
     groups: dict[str, Path] = {}
     try:
-        for controller, files in limits.items():
+        for controller in CONTROLLERS:
+            if controller in ("cpu", "cpuacct") and not cpu:
+                continue
             parent = _own_cgroup(controller)
             assert parent is not None
             group = parent / name
-            group.mkdir()
-            groups[controller] = group
-            for file, value in files.items():
+            same = [g for g in groups.values() if g.resolve() == group.resolve()] if group.exists() else []
+            if not same:
+                group.mkdir()
+            groups[controller] = same[0] if same else group
+            for file, value in limits[controller].items():
                 if value is not None:
                     (group / file).write_text(str(value))
             if controller == "memory" and (group / "memory.memsw.limit_in_bytes").exists():
@@ -382,15 +534,52 @@ def create_cgroups(policy: SandboxPolicy) -> dict[str, Path]:
                 except OSError:
                     pass
     except BaseException:
-        for group in groups.values():
+        for group in dict.fromkeys(groups.values()):
             empty_and_remove(group)
         raise
     return groups
 
 
-def kill_strays(processes: Callable[[], list[int]], keep: set[int], timeout: float) -> int:
+def _cfs_quota(policy: SandboxPolicy) -> dict[str, int]:
+    """The CFS quota that caps a sandbox at `policy.cpu_cores` cores (none by default)."""
+    if policy.cpu_cores is None:
+        return {}
+    period = 100_000  # microseconds, the kernel's default period
+    return {"cpu.cfs_period_us": period, "cpu.cfs_quota_us": max(1000, round(policy.cpu_cores * period))}
+
+
+def kill_strays(processes: Callable[[], list[int]], keep: set[int], timeout: float, *,
+                pids_group: Path | None = None) -> int:
     """SIGKILL every process `processes()` lists but `keep`, until none is left or `timeout`
-    passes (a killed process takes a moment to exit); how many were killed."""
+    passes (a killed process takes a moment to exit); how many were killed. With the pids
+    cgroup they are in, no process of it can fork meanwhile (`_no_forks`), so a daemon that
+    hops from child to child cannot outrun the kill."""
+    with _no_forks(pids_group):
+        return _kill_until_gone(processes, keep, timeout)
+
+
+@contextlib.contextmanager
+def _no_forks(group: Path | None) -> Iterator[None]:
+    """While it lasts, the pids cgroup `group` admits no new process or thread (pids.max 0,
+    then its old value back)."""
+    limit = group / "pids.max" if group is not None else None
+    try:
+        before = limit.read_text().strip() if limit is not None else None
+        if limit is not None:
+            limit.write_text("0")
+    except OSError:
+        before = None
+    try:
+        yield
+    finally:
+        if limit is not None and before is not None:
+            try:
+                limit.write_text(before)
+            except OSError:
+                pass
+
+
+def _kill_until_gone(processes: Callable[[], list[int]], keep: set[int], timeout: float) -> int:
     killed: set[int] = set()
     deadline = time.monotonic() + timeout
     delay = 0.001
@@ -406,6 +595,34 @@ def kill_strays(processes: Callable[[], list[int]], keep: set[int], timeout: flo
                 pass
         time.sleep(delay)
         delay = min(delay * 2, 0.02)
+
+
+def become_subreaper() -> None:
+    """Make this process the subreaper of its descendants (Linux): an orphan, a double-forked
+    daemon included, is reparented to it instead of to init, so `descendants` still finds it
+    where no cgroup lists a sandbox's processes."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root`, from /proc (children's parent pids)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None:
+            parents.setdefault(stat[0], []).append(int(entry))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
 
 
 def out_of_memory(group: Path | None) -> bool:
@@ -469,7 +686,7 @@ def sweep(pid: int) -> int:
     and scratch mounts. Returns how many things were removed."""
     removed = 0
     tag = owner_tag(pid)
-    for controller in ("memory", "pids"):
+    for controller in CONTROLLERS:
         parent = _own_cgroup(controller)
         for group in parent.glob(tag + "*") if parent is not None else []:
             empty_and_remove(group)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grader.checks.base import CheckOutcome
-from grader.report import CheckResult, ExerciseResult
+from grader.report import CheckResult, ExerciseResult, Tally
 from grader.spec import CheckSpec, ExerciseSpec
 
 
@@ -23,6 +23,7 @@ def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome,
         counterexample=outcome.counterexample,
         requirements=sentences,
         judge_error=outcome.judge_error,
+        tally=Tally(failed=outcome.tally[0], calls=outcome.tally[1]) if outcome.tally else None,
     )
 
 

@@ -83,6 +83,8 @@ FCNTL_REFUSED = (F_GETLK, F_SETLK, F_SETLKW, F_GETLK64, F_SETLK64, F_SETLKW64,
 CLONE_NAMESPACE_FLAGS = 0x7E020000
 # PER_LINUX, PER_LINUX32, UNAME26, PER_LINUX32|UNAME26, and the query 0xffffffff (Docker's list)
 PERSONALITY_ALLOWED = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
+AF_UNIX = 1
+AF_NETLINK = 16  # libzmq lists the interfaces (read-only without CAP_NET_ADMIN) and aborts if refused
 AF_VSOCK = 40  # not network-namespaced: it would reach the host of a virtual machine
 RWF_NOWAIT = 0x8
 
@@ -237,9 +239,33 @@ def unavailable_reason() -> str | None:
         return "cannot read /proc/self/status"
     if "Seccomp:" not in status:
         return "the kernel has no seccomp support (CONFIG_SECCOMP)"
-    if not shutil.which("bwrap"):
-        return "bubblewrap (bwrap) is not installed"
     return None
+
+
+# Where bubblewrap cannot run (a container that refuses namespaces), the privileged wrapper
+# loads the filter itself: this interpreter, started isolated and without site, reads the
+# filter from `fd`, sets no_new_privs, loads it, and executes the rest of the command (setpriv,
+# then the kernel), which inherits it. Its own calls (read, close, prctl, execve) are allowed.
+LOADER = '''
+import ctypes, os, sys
+fd = int(sys.argv[1])
+code = b""
+while chunk := os.read(fd, 65536):
+    code += chunk
+os.close(fd)
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+program = Program(len(code) // 8, code)
+if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(program), 0, 0):
+    sys.exit("grader-seccomp: the filter could not be loaded: " + os.strerror(ctypes.get_errno()))
+os.execvp(sys.argv[2], sys.argv[2:])
+'''
+
+
+def loader_command(fd: int) -> list[str]:
+    """The command that loads the filter open on `fd`, then runs the arguments after it."""
+    return [sys.executable, "-I", "-S", "-c", LOADER, str(fd)]
 
 
 # ------------------------------------------------------------------ assembler
@@ -295,12 +321,16 @@ DENY = errno_action(errno.EPERM)
 AGAIN = errno_action(errno.EAGAIN)  # a shared futex wait: "the word changed", read it again
 
 
-def program(arch: str, *, shared_futexes: bool = False) -> bytes:
+def program(arch: str, *, shared_futexes: bool = False, local_sockets_only: bool = False) -> bytes:
     """The filter for `arch`, as bytes of `struct sock_filter` (what `bwrap --seccomp` reads).
 
     `shared_futexes=True` leaves the `futex` call alone: for the verifier, which runs no student
     code that could make system calls (an XLA program cannot), so the futex channel is not open
-    to it, and its compiler threads need not spin."""
+    to it, and its compiler threads need not spin.
+
+    `local_sockets_only=True` refuses every socket but a unix or netlink one: for a sandbox
+    without its own network namespace (a container that refuses namespaces), where the network
+    is the host's. The kernel talks to the grader over unix sockets (jupyter's ipc transport)."""
     nr = numbers(arch)
     asm = Assembler()
     checked = [name for name in CHECKED if not (shared_futexes and name == "futex")]
@@ -326,7 +356,8 @@ def program(arch: str, *, shared_futexes: bool = False) -> bytes:
         "fcntl": (1, [(BPF_JEQ, FCNTL_REFUSED, DENY)], allow),
         "clone": (0, [(BPF_JSET, (CLONE_NAMESPACE_FLAGS,), DENY)], allow),
         "personality": (0, [(BPF_JEQ, PERSONALITY_ALLOWED, allow)], DENY),
-        "socket": (0, [(BPF_JEQ, (AF_VSOCK,), DENY)], allow),
+        "socket": ((0, [(BPF_JEQ, (AF_UNIX, AF_NETLINK), allow)], DENY) if local_sockets_only
+                   else (0, [(BPF_JEQ, (AF_VSOCK,), DENY)], allow)),
         "preadv2": (5, [(BPF_JSET, (RWF_NOWAIT,), DENY)], allow),
         "futex": (1, [(BPF_JSET, (FUTEX_PRIVATE_FLAG,), allow), (BPF_JEQ, FUTEX_SHARED_WAKES, allow),
                       (BPF_JEQ, FUTEX_SHARED_WAITS, AGAIN)], DENY),
@@ -405,10 +436,10 @@ def check(code: bytes) -> None:
 
 # ------------------------------------------------------------------ the file bubblewrap reads
 
-_written: dict[bool, Path] = {}  # filter files this process wrote or checked, by kind
+_written: dict[tuple[bool, bool], Path] = {}  # filter files this process wrote or checked, by kind
 
 
-def filter_file(*, shared_futexes: bool = False) -> Path:
+def filter_file(*, shared_futexes: bool = False, local_sockets_only: bool = False) -> Path:
     """The native filter as a file, for the sandbox's privileged wrapper to open for bubblewrap.
 
     It lives in a directory only root (the grader) can enter, never in a kernel's scratch, under a
@@ -418,11 +449,12 @@ def filter_file(*, shared_futexes: bool = False) -> Path:
     arch = native_arch()
     if arch is None:
         raise RuntimeError("no seccomp filter for this architecture")
-    code = program(arch, shared_futexes=shared_futexes)
-    known = _written.get(shared_futexes)
+    kind = (shared_futexes, local_sockets_only)
+    code = program(arch, shared_futexes=shared_futexes, local_sockets_only=local_sockets_only)
+    known = _written.get(kind)
     if known is not None and _holds(known, code):
         return known
-    directory = _private_directory()
+    directory = private_directory()
     path = directory / f"{arch}-{hashlib.sha256(code).hexdigest()[:16]}.bpf"
     if not _holds(path, code):
         partial = directory / f".{path.name}.{os.getpid()}"
@@ -430,7 +462,7 @@ def filter_file(*, shared_futexes: bool = False) -> Path:
         with os.fdopen(fd, "wb") as f:
             f.write(code)
         os.replace(partial, path)
-    _written[shared_futexes] = path
+    _written[kind] = path
     return path
 
 
@@ -441,7 +473,7 @@ def _holds(path: Path, code: bytes) -> bool:
         return False
 
 
-def _private_directory(bases: tuple[Path, ...] | None = None) -> Path:
+def private_directory(bases: tuple[Path, ...] | None = None) -> Path:
     """`grader-seccomp-<uid>` in /run (or the temporary directory), if it is this user's own and
     nobody else's (mode 0700, not a link); otherwise a fresh one, removed at exit."""
     uid = os.geteuid()

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from grader.errors import MachineOverloaded
 from grader.kernel import CellRun, Kernel
 from grader.probe.protocol import (
     MAX_NODES,
@@ -91,6 +92,14 @@ def _wrong_answer(request: Request, obs: Observation) -> str | None:
     return None
 
 
+def _own(run: CellRun, where: str) -> CellRun:
+    """The run, unless it timed out while the machine kept the kernel from the CPU: that timeout
+    is not the student's, so it is no verdict (MachineOverloaded: grade_one grades it again)."""
+    if run.status == "timeout" and run.starved:
+        raise MachineOverloaded(where, run.starved)
+    return run
+
+
 def _capped(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
 
@@ -157,7 +166,9 @@ class Session:
         kernel = self._new_kernel()
         for cell in self._completed:
             budget = min(self.cell_timeout, self._remaining())
-            if budget <= 0 or kernel.run(cell.source, budget).status in ("timeout", "died"):
+            if budget <= 0:
+                return False
+            if _own(kernel.run(cell.source, budget), "a replayed cell").status in ("timeout", "died"):
                 return False
         return True
 
@@ -185,7 +196,7 @@ class Session:
                 assert self._kernel is not None
                 kernel = self._kernel
             budget = min(self.cell_timeout, self._remaining())
-            run = kernel.run(cell.source, budget)
+            run = _own(kernel.run(cell.source, budget), where)
             problem = self._describe(run, cell, where, budget)
             if problem:
                 self._problem(problem)
@@ -256,7 +267,8 @@ class Session:
             if budget <= 0:
                 continue  # the loop's top marks the rest as out of time
             nonce = secrets.token_hex(16)
-            run = kernel.run(probe_code(pending, nonce), budget, observations=True, quiet=self.request_timeout)
+            run = _own(kernel.run(probe_code(pending, nonce), budget, observations=True,
+                                  quiet=self.request_timeout), "a check")
             ids = {r.id: r for r in pending}
             rejected: dict[str, Observation] = {}  # used only where no valid answer came
             for raw in run.observations:

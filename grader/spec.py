@@ -123,6 +123,13 @@ class _CheckBase(_Spec):
     hint: str | None = Field(default=None, description=(
         "shown with a 'pass_fail' failure: a coarse hint the instructor writes, naming no hidden value"))
 
+    @model_validator(mode="after")
+    def _hidden_stays_hidden(self) -> _CheckBase:
+        if self.hidden and self.reveal == "details":
+            raise ValueError("a hidden check cannot have reveal = 'details': its failure would show the hidden "
+                             "inputs to the student (use 'pass_fail' with a `hint`, or 'on_hand_in')")
+        return self
+
     @property
     def revealed(self) -> Reveal:
         """The reveal policy in force (the field, else its default)."""

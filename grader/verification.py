@@ -86,7 +86,8 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
         chunks[digest] = [f"{digest}-{n}" for n in range(len(parts))]
         jobs += [VerifierJob(id=job_id, module=blob, calls=part) for job_id, part in zip(chunks[digest], parts)]
     total = timeout * len(jobs) if budget is None else min(timeout * len(jobs), budget)
-    results = verifier.run(jobs, total)
+    # (a timeout of 0 is the self-check's: no limit of the verifier's own, its alarm stops it)
+    results = _out_of_time(jobs) if budget is not None and budget <= 0 else verifier.run(jobs, total)
     # A module whose run hung or killed the verifier brought no facts: a job that runs nothing
     # reads them, so that a structure check still judges it.
     unread = [_facts_job(digest, blobs[digest]) for digest, ids in chunks.items()
@@ -108,6 +109,12 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
                 outcome = _outcome(facts, 0, 0)
             outcomes[id(run)] = outcome.model_copy(update={"judged": judged})
     return outcomes
+
+
+def _out_of_time(jobs: list[VerifierJob]) -> dict[str, VerifierResult]:
+    """Jobs left when the submission's time limit has run out: each says so (its check too)."""
+    why = "not run: the submission's time limit ran out"
+    return {job.id: VerifierResult(id=job.id, status="timeout", detail=why) for job in jobs}
 
 
 def _blob(module: str) -> bytes:
@@ -160,6 +167,7 @@ class InBackground:
         self._jobs: queue.Queue = queue.Queue()
         self._runs: dict[int, RunOutcome] = {}
         self._error: BaseException | None = None
+        self._cancelled = False
         self._thread = threading.Thread(target=self._work, name="verify", daemon=True)
         self._thread.start()
 
@@ -168,13 +176,20 @@ class InBackground:
 
     def _work(self) -> None:
         while (item := self._jobs.get()) is not None:
-            if self._error is not None:
+            if self._error is not None or self._cancelled:
                 continue
             checks, observations = item
             try:
                 self._runs.update(verify_all(self._verifier, checks, observations, self._timeout, self._budget()))
             except BaseException as exc:  # surfaced in result(), in the grading thread
                 self._error = exc
+
+    def cancel(self) -> None:
+        """Skip what is queued and wait for the jobs at hand (bounded by their timeout): the grading
+        stops to start again (a regrade), and no verifier may start after the caller closes it."""
+        self._cancelled = True
+        self._jobs.put(None)
+        self._thread.join()
 
     def result(self) -> dict[int, RunOutcome]:
         self._jobs.put(None)

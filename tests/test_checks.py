@@ -81,9 +81,10 @@ def observed(check: Check, kernel: Callable[[Request], Observation] | None = Non
              answers: list[Any] | None = None, ops: tuple[str, ...] = ("while", "case", "add"),
              inputs: int | None = None, export: Callable[[ExportRequest], Observation] | None = None,
              run: RunOutcome | None = None, out_tree: str | None = None, jitted: bool = True,
-             judged: bool = True) -> Seen:
+             judged: bool = True, beyond: Callable[[tuple], Any] | None = None) -> Seen:
     """The Seen of a check: `kernel` answers its kernel requests (exports too, unless `export`
-    or `answers` say otherwise); module runs return `answers` or `run`."""
+    or `answers` say otherwise); module runs return `answers` or `run`, then `beyond(args)` for
+    each case a structure or compile check adds beyond its own (`ProgramCalls.beyond`)."""
     seen = Seen()
     module_exports = {e.id for program in programs(check) for e in program.exports}
     for request in check.requests():
@@ -99,6 +100,8 @@ def observed(check: Check, kernel: Callable[[Request], Observation] | None = Non
         per_run: dict[str, list] = {}
         for (export_id, _), answer in zip(program._where, answers or []):
             per_run.setdefault(export_id, []).append(_leaves(answer))
+        for (export_id, _), case in zip(program._beyond_where, program.beyond if beyond else []):
+            per_run.setdefault(export_id, []).append(_leaves(beyond(case.args)))
         for export_id, module_run in program._runs.items():
             facts = ModuleFacts(ops=list(ops), custom_calls=[],
                                 inputs=len(module_run.export.args) if inputs is None else inputs)
@@ -536,8 +539,9 @@ def trace(request: Request, *primitives: str) -> Observation:
 def test_structure_reads_the_exported_program(ch2, ctx) -> None:
     check = make_check(ch2, ctx, "tax.switch_uses_cond")
     right = [np.float32(v) for v in reference_values(check, ch2.references.tax)]
-    assert check.judge(observed(check, answers=right, ops=("add", "case", "multiply"))).status == "passed"
-    assert_failed(check.judge(observed(check, answers=right, ops=("add", "select"))),
+    tax = lambda args: np.float32(ch2.references.tax(*args))  # noqa: E731
+    assert check.judge(observed(check, answers=right, ops=("add", "case", "multiply"), beyond=tax)).status == "passed"
+    assert_failed(check.judge(observed(check, answers=right, ops=("add", "select"), beyond=tax)),
                   "its exported program has no case", "(it has: add, select)")
 
 
@@ -573,13 +577,14 @@ def test_structure_constant_size_catches_a_loop_over_elements(ch2, ctx) -> None:
     calls a scalar jnp.select, but its program grows with the input."""
     check = make_check(ch2, ctx, "tax.vectorized_handles_arrays")
     right = [np.asarray(reference_values(check, ch2.references.tax)[k], np.float32) for k in range(2)]
-    seen = observed(check, answers=right, ops=("select", "add"))
+    tax = lambda args: np.asarray(ch2.references.tax(*args), np.float32)  # noqa: E731
+    seen = observed(check, answers=right, ops=("select", "add"), beyond=tax)
     assert check.judge(seen).status == "passed"
     for size, outcome in zip((40, 160), seen.runs.values()):  # 3 incomes, then 12: four times the ops
         assert outcome.facts is not None
         outcome.facts.op_count = size
     assert_failed(check.judge(seen), "grows with the input (40 to 160 operations", "Python loop over elements")
-    assert_failed(check.judge(observed(check, answers=right, ops=("select", "case"))), "contains case")
+    assert_failed(check.judge(observed(check, answers=right, ops=("select", "case"), beyond=tax)), "contains case")
 
 
 # ----------------------------------------------------------------------------- compile limit
@@ -764,14 +769,18 @@ def test_non_finite_and_complex_values_get_a_sentence() -> None:
 
 def test_a_module_only_inspected_must_prove_itself_correct(ch2, ctx) -> None:
     """A structure or compile check whose module no value check runs (a tampered probe answered
-    its export with a program of its own) runs it on its cases against the reference; a module
-    the value checks judge is not judged twice (no double penalty for a wrong value)."""
+    its export with a program of its own) runs it on its cases against the reference, and so does
+    one a value check also runs: a structure is evidence only of a program that computes the
+    right values (a failed value check's module earns no structure points)."""
     check = make_check(ch2, ctx, "tax.switch_uses_cond")
     right = [np.float32(v) for v in reference_values(check, ch2.references.tax)]
     wrong = [v + np.float32(100.0) for v in right]
-    assert check.judge(observed(check, answers=right, judged=False)).status == "passed"
-    assert_failed(check.judge(observed(check, answers=wrong, judged=False)), "does not compute the right values")
-    assert check.judge(observed(check, answers=wrong, judged=True)).status == "passed"
+    tax = lambda args: np.float32(ch2.references.tax(*args))  # noqa: E731
+    assert check.judge(observed(check, answers=right, judged=False, beyond=tax)).status == "passed"
+    assert_failed(check.judge(observed(check, answers=wrong, judged=False, beyond=tax)),
+                  "does not compute the right values")
+    assert_failed(check.judge(observed(check, answers=wrong, judged=True, beyond=tax)),
+                  "does not compute the right values")
     compile_check = make_check(ch2, ctx, "newton.compiles_once")
     once = lambda r: compiles(r, 1)  # noqa: E731
     nonsense = [(np.float32(-7.0), np.int32(1)) for _ in compile_check.cases]

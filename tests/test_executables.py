@@ -1,6 +1,7 @@
 """The store of the reference solution's compiled programs (grader/executables.py).
 
-What must hold: every sandboxed kernel and verifier reads it and none can write it; nothing a
+What must hold: every sandboxed verifier reads it and none can write it; no kernel sees it (its
+programs are the answer key: tests/test_kernel_reach.py lists what a kernel can open); nothing a
 student compiles ever lands in it; the build adopts only JAX's regular entry files; a program
 found there is used (JAX reports a persistent-cache hit); verdicts are the same with and without
 it; it is built once per assignment version.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,10 +55,10 @@ def _contents(path: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in path.iterdir() if p.is_file()}
 
 
-def test_the_build_holds_the_kernels_and_the_verifiers_programs(built_store: Path) -> None:
+def test_the_build_holds_the_verifiers_programs_alone(built_store: Path) -> None:
     names = {name.rsplit("-", 2)[0] for name in _contents(built_store)}
     assert "jit_flat_call" in names  # the verifier's wrapper around an exported module
-    assert "jit_newton_sqrt" in names  # a compile the kernel's probe counts
+    assert "jit_newton_sqrt" not in names  # a compile of the kernel's: no kernel reads the store
     assert list((built_store / executables.BUILT).glob("ch2-jit-*.json"))
 
 
@@ -74,21 +76,17 @@ def test_off_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert executables.sandbox_policy(False) is None
 
 
-def test_a_kernel_finds_the_references_programs_and_cannot_write_the_store(built_store: Path) -> None:
-    """The reference's Newton loop, compiled in a student's kernel, is a persistent-cache hit;
-    writing, replacing or deleting an entry fails (a read-only bind), and JAX writes nothing."""
+def test_a_verifier_finds_the_references_programs_and_cannot_write_the_store(built_store: Path) -> None:
+    """The reference's programs, run again in a verifier, are persistent-cache hits; writing,
+    replacing or deleting an entry fails (a read-only bind), and JAX writes nothing."""
     before = _contents(built_store)
     victim = sorted(before)[0]
-    kernel = Kernel(sandbox=executables.sandbox_policy(True)).start()
-    try:
-        assert kernel.run(REFERENCE, 120).status == "ok"
-        probe = f"""
+    facts = _in_verifier(built_store, f"""
 import os, jax, jax.numpy as jnp
 store = os.environ["JAX_COMPILATION_CACHE_DIR"]
 hits = []
 jax.monitoring.register_event_listener(lambda event, **kw: hits.append(event))
-jax.block_until_ready(newton_sqrt(3.0, 1e-5))  # as the probe's compile count calls it
-jax.block_until_ready(jax.jit(lambda v: v * 17.0 + 0.25)(jnp.ones(5)))  # a student's own program
+jax.block_until_ready(jax.jit(lambda v: v * 17.0 + 0.25)(jnp.ones(5)))  # a program of its own
 attempts = []
 for attack in (lambda: open(os.path.join(store, "planted-cache"), "wb").write(b"x"),
                lambda: open(os.path.join(store, {victim!r}), "r+b").write(b"x"),
@@ -99,17 +97,47 @@ for attack in (lambda: open(os.path.join(store, "planted-cache"), "wb").write(b"
         attempts.append("succeeded")
     except OSError as exc:
         attempts.append(type(exc).__name__)
-with open(os.path.join(os.environ["HOME"], "seen.txt"), "w") as f:
-    f.write(repr((store, hits.count("/jax/compilation_cache/cache_hits"), attempts)))
-"""
-        assert kernel.run(probe, 120).status == "ok"
-        store, hits, attempts = eval((kernel.scratch / "seen.txt").read_text())
+print(repr((store, attempts)))
+""")
+    store, attempts = eval(facts)
+    assert store == str(built_store)
+    assert "succeeded" not in attempts
+    assert _contents(built_store) == before  # its own program was not written either
+    report = grade_one(SOLUTION, GradeOptions(assignment="ch2-jit", seed=3))
+    assert report.score == report.max_score
+
+
+def _in_verifier(store: Path, code: str) -> str:
+    """Run `code` with the verifier's sandbox (its runtime directory, the store bound) and
+    return what it printed."""
+    import subprocess
+    import tempfile
+
+    from grader.sandbox import VERIFIER_DIR, Sandbox, SandboxPolicy, launch_environment
+
+    with tempfile.TemporaryDirectory(prefix="grade-test-verifier-") as scratch:
+        sandbox = Sandbox(Path(scratch), SandboxPolicy(executables=store), available(), runtime_dir=VERIFIER_DIR)
+        sandbox.prepare()
+        try:
+            argv = sandbox.wrap([sys.executable, "-I", "-c", code])
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                                  env=launch_environment(Path(scratch)))
+        finally:
+            sandbox.cleanup()
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_kernel_is_given_no_store(built_store: Path) -> None:
+    """The store is compiled from the reference solution: a kernel runs the student's Python,
+    so it must neither see the store nor be told where it is."""
+    kernel = Kernel(sandbox=executables.sandbox_policy(True)).start()
+    try:
+        run = kernel.run(f"import os\nassert 'JAX_COMPILATION_CACHE_DIR' not in os.environ\n"
+                         f"assert not os.path.exists({str(built_store)!r})", 60)
     finally:
         kernel.close()
-    assert store == str(built_store)
-    assert hits >= 1
-    assert "succeeded" not in attempts
-    assert _contents(built_store) == before  # the student's own program was not written either
+    assert run.status == "ok", run.evalue
 
 
 def test_verdicts_are_the_same_without_the_store(built_store: Path, tmp_path: Path,

@@ -92,15 +92,15 @@ def test_newton_that_never_terminates_costs_only_the_newton_checks_that_call_it(
     assert report.status == "graded"
     assert_full_marks(report, "tax", "detective", "training")
     newton = {c.id: c for c in next(e for e in report.exercises if e.id == "newton").checks}
-    # looking at it and tracing it never runs the loop
+    # looking at it never runs the loop; a structure counts only for a program that computes the
+    # right values, so the `while` that never ends earns nothing either
     assert newton["newton.jitted"].status == "passed"
-    assert newton["newton.uses_while"].status == "passed"
     for cid in ("newton.returns_pair", "newton.visible", "newton.hidden", "newton.iterations",
-                "newton.compiles_once"):
+                "newton.compiles_once", "newton.uses_while"):
         assert newton[cid].status in ("timeout", "error"), (cid, newton[cid].status, newton[cid].message)
     assert newton["newton.visible"].status == "timeout"
     assert "did not finish" in newton["newton.visible"].message
-    assert report.score == 100 - 25 + 6
+    assert report.score == 100 - 25 + 3
 
 
 def test_function_hanging_in_python_costs_only_its_checks(submission_from_reference) -> None:

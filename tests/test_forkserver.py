@@ -160,7 +160,7 @@ def test_each_forked_verifier_is_isolated_as_a_fresh_one(server: VerifierServer)
                 assert os.stat(f"/proc/{child.host_pid}/{private}").st_uid == 0
                 assert os.stat(f"/proc/{server.server_pid}/{private}").st_uid == 0
             own = {name: (group / "cgroup.procs").read_text().split() for name, group in child.groups.items()}
-            assert own == {"memory": [str(child.host_pid)], "pids": [str(child.host_pid)]}
+            assert own == {name: [str(child.host_pid)] for name in ("memory", "pids", "cpu", "cpuacct")}
             servers = (server.sandbox.cgroup("pids") / "cgroup.procs").read_text().split()
             assert str(child.host_pid) not in servers
             seen.append((child.host_pid, list(child.groups.values())))

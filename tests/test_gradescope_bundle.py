@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 from grader.errors import UsageError
 from grader.report import Isolation
 from grader.term.gradescope_bundle import build_bundle, cli_bundle
-from grader.term.gradescope_run import GRADER_FAULT, sandbox_choice
+from grader.term.gradescope_run import GRADER_FAULT, isolation_note
 
 ASSIGNMENT_FILES = ("assignment.toml", "references.py", "checks.py", "notebook.toml")
 
@@ -236,8 +236,11 @@ def test_a_broken_bundle_is_the_grader_s_fault_and_setup_sh_s_check_says_so(auto
     assert results.score == 0 and results.output == GRADER_FAULT and not results.tests
 
 
-def test_the_sandbox_is_all_or_nothing_and_its_absence_is_said() -> None:
-    assert sandbox_choice(Isolation(sandboxed=True, layers=["namespaces"], missing={})) == (True, None)
-    partial = Isolation(sandboxed=False, layers=["rlimits"], missing={"cgroups": "needs cgroup v1"})
-    sandbox, note = sandbox_choice(partial)
-    assert sandbox is False and note and "without the grader's own sandbox" in note and "cgroups" in note
+def test_each_missing_layer_is_said_with_what_it_costs() -> None:
+    assert isolation_note(Isolation(sandboxed=True, layers=["namespaces"], missing={})) is None
+    partial = Isolation(sandboxed=False, layers=["user", "rlimits"],
+                        missing={"namespaces": "refused", "cgroups": "read-only"})
+    note = isolation_note(partial) or ""
+    assert "(user, rlimits)" in note
+    assert "namespaces: the student's code shares the container's processes" in note
+    assert "cgroups: memory and processes are capped per user by rlimits" in note

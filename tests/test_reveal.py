@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grader.checks.base import CheckOutcome
 from grader.reveal import judged_now, not_judged_yet, revealed
 from grader.spec import AnswerCheck, CustomCheck, NumericCheck
@@ -18,7 +20,9 @@ def numeric(**extra) -> NumericCheck:
 def test_defaults_follow_what_a_failure_would_give_away() -> None:
     assert numeric().revealed == "details"
     assert numeric(hidden=True).revealed == "pass_fail"
-    assert numeric(hidden=True, reveal="details").revealed == "details"  # the instructor may choose
+    assert numeric(hidden=True, reveal="on_hand_in").revealed == "on_hand_in"  # the instructor may choose
+    with pytest.raises(ValueError, match="would show the hidden inputs"):  # but never the hidden inputs
+        numeric(hidden=True, reveal="details")
     predictions = CustomCheck(id="c1", title="call 1", points=1, message="m", function="judge", observe=["p"])
     assert predictions.revealed == "on_hand_in"
     quiz = AnswerCheck(id="q1", title="q1", points=1, message="m", name="quiz", key=1, accept=["B"])
@@ -33,10 +37,10 @@ def test_pass_fail_keeps_the_counterexample_for_the_instructor() -> None:
     outcome = CheckOutcome(status="failed", message="f(x) should be 2x: f(123.5) returned 1.0, expected 247.0",
                            tally=(2, 12))
     shown = revealed(outcome, spec)
-    assert shown.message == "f(x) should be 2x (wrong on 2 of 12 hidden inputs); look at the brackets above 100,000"
-    assert shown.counterexample == outcome.message
-    not_answered = CheckOutcome(status="failed", message="Not answered yet: `f` is not defined.")
-    assert revealed(not_answered, spec) == not_answered
+    assert shown.message == "f(x) should be 2x; look at the brackets above 100,000"  # never how many
+    assert shown.counterexample == outcome.message and shown.tally == (2, 12)
+    not_answered = CheckOutcome(status="failed", message="Not answered yet: `f` is not defined.", missing="f")
+    assert revealed(not_answered, spec).message == not_answered.message
     assert revealed(outcome, numeric()) == outcome  # a visible check teaches with the details
 
 

@@ -928,3 +928,47 @@ def test_a_batch_is_refused_when_a_layer_is_missing(tmp_path: Path, monkeypatch,
     assert code == 2
     assert "bubblewrap is not installed" in err and "--no-sandbox" in err and "Traceback" not in err
     assert not (tmp_path / "reports").exists()
+
+
+# ============================================================================= D. without bubblewrap
+
+def _container_sandbox(tmp_path: Path, layers: list[str]) -> Sandbox:
+    """A sandbox as a container that refuses namespaces gives it (Gradescope's, Docker's)."""
+    missing = {layer: "refused here" for layer in LAYERS if layer not in layers}
+    return Sandbox(tmp_path, POLICY, Isolation(sandboxed=False, layers=layers, missing=missing))
+
+
+def test_without_bubblewrap_the_wrapper_loads_the_filter_drops_the_user_and_clears_the_environment(
+        tmp_path: Path) -> None:
+    argv = _container_sandbox(tmp_path, ["user", "seccomp", "rlimits"]).wrap(["kernel"], "conn.json")
+    loader, env, setpriv = argv.index("-I"), argv.index("env"), argv.index("setpriv")
+    assert "bwrap" not in argv and argv.index("prlimit") < loader < env < setpriv < argv.index("kernel")
+    assert argv[env + 1] == "-i" and not any(a.startswith("GRADER") for a in argv[env:setpriv])
+    limits = argv[argv.index("prlimit") + 1:argv.index("--")]
+    assert f"--as={2 * POLICY.memory_bytes}:{2 * POLICY.memory_bytes}" in limits  # no memory cgroup
+    assert f"--nproc={POLICY.pids}:{POLICY.pids}" in limits  # no pids cgroup: the user's processes
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or "seccomp" not in ISOLATION.layers, reason="needs root and a filter")
+def test_without_bubblewrap_the_filter_is_in_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wrapper's own loader: the command runs with the filter and no_new_privs, and a refused
+    call (add_key) answers EPERM; without a network namespace, so does any socket but a unix or
+    netlink one (inet, inet6, packet); nothing of the grader's environment reaches it."""
+    monkeypatch.setenv("GRADER_SECRET_FOR_THE_TEST", "answer key")
+    sandbox = _container_sandbox(tmp_path, ["seccomp", "rlimits"])
+    code = ("import ctypes, os, json; libc = ctypes.CDLL(None, use_errno=True); "
+            "r = libc.syscall(248, b'user', b'k', b'v', 1, -3); error = ctypes.get_errno(); "  # add_key (x86_64)
+            "import socket; socket.socket(socket.AF_UNIX).close(); "  # the kernel's own transport
+            "inet = [libc.socket(family, 1, 0) == -1 and ctypes.get_errno() for family in (2, 10, 17)]; " 
+            "status = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l); "
+            "print(json.dumps([status['Seccomp'].strip(), status['NoNewPrivs'].strip(), r, error, "
+            "sorted(os.environ), inet]))")
+    if os.uname().machine != "x86_64":
+        pytest.skip("the add_key number is x86_64's")
+    done = subprocess.run(sandbox.wrap([sys.executable, "-c", code]), capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    seccomp_mode, no_new_privs, result, error, names, inet = json.loads(done.stdout)
+    assert (seccomp_mode, no_new_privs, result, error) == ("2", "1", -1, errno.EPERM)
+    assert inet == [errno.EPERM] * 3  # no network namespace: no inet, inet6 or packet socket
+    assert "GRADER_SECRET_FOR_THE_TEST" not in names and "HOME" in names

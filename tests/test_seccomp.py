@@ -285,7 +285,7 @@ def test_the_filter_file_is_written_once_where_only_root_can_enter(tmp_path: Pat
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     if NATIVE is None:
         pytest.skip(f"no syscall table for {os.uname().machine}")
-    real = seccomp._private_directory()  # the shared one: checked, never changed here
+    real = seccomp.private_directory()  # the shared one: checked, never changed here
     info = real.stat()
     assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.geteuid()
     assert real.name == f"grader-seccomp-{os.geteuid()}"
@@ -293,7 +293,7 @@ def test_the_filter_file_is_written_once_where_only_root_can_enter(tmp_path: Pat
 
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
-    monkeypatch.setattr(seccomp, "_private_directory", lambda: private)
+    monkeypatch.setattr(seccomp, "private_directory", lambda: private)
     monkeypatch.setattr(seccomp, "_written", {})
     path = seccomp.filter_file()
     assert path.parent == private and path.read_bytes() == seccomp.program(NATIVE)
@@ -312,20 +312,20 @@ def test_a_private_directory_held_by_someone_else_is_not_used(tmp_path: Path) ->
     """The directory's name is predictable: one that is not this user's own, 0700 directory (made
     by another user, or a link) is passed over for a fresh one."""
     bases = (tmp_path / "missing", tmp_path)
-    assert seccomp._private_directory(bases) == tmp_path / f"grader-seccomp-{os.geteuid()}"  # made
+    assert seccomp.private_directory(bases) == tmp_path / f"grader-seccomp-{os.geteuid()}"  # made
     squatted = tmp_path / f"grader-seccomp-{os.geteuid()}"
     os.chmod(squatted, 0o777)
-    chosen = seccomp._private_directory(bases)
+    chosen = seccomp.private_directory(bases)
     assert chosen != squatted and chosen.parent == tmp_path
     assert stat.S_IMODE(chosen.stat().st_mode) == 0o700
     if os.geteuid() == 0:  # another user's own 0700 directory
         os.chmod(squatted, 0o700)
         os.chown(squatted, 65534, 65534)
-        assert seccomp._private_directory(bases) != squatted
+        assert seccomp.private_directory(bases) != squatted
     squatted.rmdir()
     (tmp_path / "elsewhere").mkdir(mode=0o700)
     squatted.symlink_to(tmp_path / "elsewhere")
-    assert seccomp._private_directory(bases) not in (squatted, tmp_path / "elsewhere")
+    assert seccomp.private_directory(bases) not in (squatted, tmp_path / "elsewhere")
 
 
 def test_the_layer_is_detected_and_recorded() -> None:

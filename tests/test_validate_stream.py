@@ -142,7 +142,9 @@ def test_validate_into_head_stops_without_a_traceback(tmp_path: Path) -> None:
 def test_a_folder_to_validate_becomes_the_assignments_folder(tmp_path: Path, repo_root: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     folder = course_copy(tmp_path, repo_root)
-    monkeypatch.delenv(assignments.ENV, raising=False)
+    # set, not deleted: a variable that was not there is not recorded by delenv, and `select`
+    # sets it; an empty value is unset to the grader, and is removed again after the test
+    monkeypatch.setenv(assignments.ENV, "")
     assert assignments.select([str(folder)]) == [ASSIGNMENT]  # one assignment's folder
     assert os.environ[assignments.ENV] == str(folder.parent.resolve())
     monkeypatch.delenv(assignments.ENV)

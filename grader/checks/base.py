@@ -35,6 +35,17 @@ from grader.probe.protocol import (
 from grader.report import CheckStatus
 
 
+class RaisedKind(BaseModel):
+    """What the student's code raised, as facts a verdict can name without quoting its text
+    (`grader.reveal` builds a hidden check's message from these, never from the exception's text)."""
+
+    subject: str = Field(description="the grader's words for what raised, e.g. '`tax_switch`'")
+    ename: str = Field(description="the exception's class name, as the kernel reported it")
+    evalue: str = Field(default="", description="its text, which the student's code wrote: the instructor's only")
+    line: int | None = Field(default=None, description="the line of the student's cell where it was raised")
+    teach: str | None = Field(default=None, description="the chapter's lesson for this kind of error, if it has one")
+
+
 class CheckOutcome(BaseModel):
     """A verdict: `message` is empty when the check passed. `judge_error` is set when the
     check's own code raised on this answer (kept for the instructor; the student sees `message`)."""
@@ -45,6 +56,9 @@ class CheckOutcome(BaseModel):
     counterexample: str | None = Field(default=None, description=(
         "what the student may not see (a hidden input, an expected value): the instructor's report only"))
     tally: tuple[int, int] | None = Field(default=None, description="(calls that failed, calls made)")
+    missing: str | None = Field(default=None, description="the name that is not defined (the verdict is "
+                                "'Not answered yet'), as the probe reported it")
+    raised: RaisedKind | None = Field(default=None, description="the student's code raised: what, where")
     cause: Literal["values", "trace", "same_values", "same_trace"] | None = Field(default=None, description=(
         "'values': the function's values disagree with the reference; 'trace': JAX could not trace it; the "
         "later checks of the same function that fail for that reason point here ('same_values', 'same_trace')"))
@@ -111,6 +125,7 @@ class Context:
     assignment: Assignment
     seed: int
     planner: Planner = field(default_factory=Planner)
+    stage: str = "hand_in"  # or "self_check": the student's, on demand, where no hidden draw may be used
 
 
 # ----------------------------------------------------------------------------- what came back
@@ -172,10 +187,12 @@ def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutc
     if obs.status == "ok":
         return None
     if obs.status == "missing":
-        return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.")
+        return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.",
+                            missing=obs.detail)
     if obs.status == "raised" and obs.raised is not None:
         return CheckOutcome(
-            status="error", message=f"{hint}: {subject} raised {obs.raised.ename}: {obs.raised.evalue}"
+            status="error", message=f"{hint}: {subject} raised {obs.raised.ename}: {obs.raised.evalue}",
+            raised=RaisedKind(subject=subject, ename=obs.raised.ename, evalue=obs.raised.evalue, line=obs.raised.line),
         )
     if obs.status == "timeout":
         return CheckOutcome(status="timeout", message=f"{hint}: {subject} did not finish ({obs.detail})")

@@ -11,9 +11,10 @@ which can only fail a check, never pass one. From the kernel alone: that count.
 from __future__ import annotations
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of, wrong_values
-from grader.checks.numeric import disagreement, reference_values
-from grader.checks.program import ProgramCalls
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.numeric import reference_values
+from grader.checks.program import ProgramCalls, drawn_beyond
+from grader.checks.structure import vouches
 from grader.probe.protocol import CompileCountResult, Request
 from grader.spec import CompileLimitCheck
 from grader.values import describe
@@ -27,9 +28,12 @@ class CompileLimitCheckImpl:
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.program: ProgramCalls | None = None
         self.expected = reference_values(full_id, spec, ctx, self.cases)
+        self.expected_beyond: list | None = None
         if spec.source == "module":
             self.program = ProgramCalls(ctx.planner, spec.function, self.cases, set(),
-                                        inspect_only=self.expected is None, judged=False)
+                                        inspect_only=self.expected is None, judged=False,
+                                        beyond=drawn_beyond(ctx, spec))
+            self.expected_beyond = reference_values(full_id, spec, ctx, self.program.beyond)
         self.count = ctx.planner.compile_count(spec.function, to_calls(self.cases))
 
     def requests(self) -> list[Request]:
@@ -106,26 +110,21 @@ class CompileLimitCheckImpl:
                 return failed(spec.message, text + " (with every argument traced, as the calls vary them)"
                               + self._varying(self._count_result(seen))).model_copy(update={"cause": "trace"})
             return exported
+        for run in self.program.runs():  # before the general refusal: this one says why it recompiles
+            outcome, expected = seen.run(run), len(run.export.args)
+            if outcome is not None and outcome.facts is not None and outcome.facts.inputs != expected:
+                return failed(spec.message, f"its program takes {outcome.facts.inputs} of its {expected} arguments "
+                                            "as inputs: an argument is static, so each new value compiles again"
+                                            + self._varying(self._count_result(seen)))
         outcomes = self.program.outcomes(seen, spec.message)
         if isinstance(outcomes, CheckOutcome):
             return outcomes
-        for export, outcome in zip(self.program.exports, outcomes):
-            expected = len(export.args)
-            if outcome.facts is None or outcome.facts.inputs != expected:
-                got = outcome.facts.inputs if outcome.facts else "?"
-                return failed(spec.message, f"its program takes {got} of its {expected} arguments as inputs: "
-                                            "an argument is static, so each new value compiles again"
-                                            + self._varying(self._count_result(seen)))
+        if any(outcome.facts is None for outcome in outcomes):
+            return CheckOutcome(status="error", message=f"{spec.message}: the verifier could not read the program")
         if len(exported) > spec.max_compiles:
             return failed(spec.message, f"its {len(self.cases)} calls have {len(exported)} different shapes or "
                                         f"dtypes, so it compiles {len(exported)} times (at most {spec.max_compiles})"
                                         + self._why(seen))
-        if self.expected is not None and not self.program.judged_elsewhere(seen):
-            # a module no value check judges: the one whose inputs are the evidence must be correct
-            answers = self.program.answers(seen, spec.message)
-            if isinstance(answers, CheckOutcome):
-                return answers
-            why = disagreement(spec.function, self.cases, answers, self.expected, spec.output, spec.rtol, spec.atol)
-            if why:
-                return wrong_values(spec.message, f"the program inspected does not compute the right values: {why}")
+        if self.expected is not None:  # the module whose inputs are the evidence must be a correct one
+            return vouches(self.program, seen, spec, self.expected, self.expected_beyond)
         return PASSED

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from grader.cases import Case, to_calls
-from grader.checks.base import CheckOutcome, ModuleRun, Planner, RunOutcome, Seen, result_of
+from grader.cases import Case, materialize, to_calls
+from grader.checks.base import CheckOutcome, Context, ModuleRun, Planner, RaisedKind, RunOutcome, Seen, result_of
 from grader.errors import AssignmentBug
-from grader.probe.protocol import Abstract, ExportArg, ExportResult, OpaqueValue, Raised, Request, Value, ValuesResult
+from grader.probe.protocol import (Abstract, ExportArg, ExportRequest, ExportResult, OpaqueValue, Raised, Request, Value,
+                                   ValuesResult)
 from grader.values import Tree, from_wire, to_wire
 
 _NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex128": "complex64"}
@@ -57,15 +58,17 @@ def _concrete(value: Any) -> ExportArg:
 
 class ProgramCalls:
     """A student function's program run on a list of cases: one export per distinct signature
-    (and baked public values), one module run per export."""
+    (and baked public values), one module run per export. `beyond`: more cases (drawn, hidden) the
+    same modules are run on, never exported for: evidence that a program is not a table of the
+    notebook's answers (`beyond_answers`)."""
 
     def __init__(self, planner: Planner, function: str, cases: list[Case], public: set[int],
                  set_globals: dict[str, Value] | None = None, *, inspect_only: bool = False,
-                 judged: bool = True):
+                 judged: bool = True, beyond: list[Case] | None = None):
         self.function = function
         self.cases = cases
         self._runs: dict[str, ModuleRun] = {}
-        self._where: list[tuple[ModuleRun, int]] = []
+        self._where: list[tuple[str, int]] = []
         grouped: dict[str, tuple[Any, list[list[Value]]]] = {}
         for case in cases:
             if case.kwargs:
@@ -75,9 +78,17 @@ class ProgramCalls:
             export = planner.export(function, args, fallback, set_globals)
             inputs = [] if inspect_only else [to_wire(v) for v in case.args]
             entry = grouped.setdefault(export.id, (export, []))
-            self._where.append((export.id, len(entry[1])))  # type: ignore[arg-type]
+            self._where.append((export.id, len(entry[1])))
             if not inspect_only:
                 entry[1].append(inputs)
+        self.beyond: list[Case] = []
+        self._beyond_where: list[tuple[str, int]] = []
+        for case in [] if inspect_only else beyond or []:
+            same = _export_of(case, public, [export for export, _ in grouped.values()])
+            if same is not None:  # a case of another signature would need a module of its own
+                self.beyond.append(case)
+                self._beyond_where.append((same.id, len(grouped[same.id][1])))
+                grouped[same.id][1].append([to_wire(v) for v in case.args])
         for export_id, (export, inputs) in grouped.items():
             self._runs[export_id] = ModuleRun(export=export, inputs=inputs, judged=judged and not inspect_only)
         self.exports = [run.export for run in self._runs.values()]
@@ -96,7 +107,8 @@ class ProgramCalls:
                 return CheckOutcome(status="error", message=f"{hint}: the grader got no answer about "
                                                             f"`{self.function}` (no program)")
             if obs.status == "missing":
-                return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.")
+                return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.",
+                                    missing=obs.detail)
             if obs.status == "raised" and obs.raised is not None:
                 return could_not_trace(self.function, obs.raised, hint)
             if obs.status != "ok":
@@ -109,11 +121,37 @@ class ProgramCalls:
             results.append(obs.result)
         return results
 
+    def misfit(self, seen: Seen, hint: str) -> CheckOutcome | None:
+        """The refusal of a module whose signature is not the one the grader asked for (the
+        ExportRequest's traced arguments, the public ones alone baked), else None. Every check
+        that reads a module asks this first: a module of another signature (a decoy's trace
+        borrowed as `.trace`) computes nothing the checks asked about, so it is no evidence."""
+        exported = self.exported(seen, hint)
+        if isinstance(exported, CheckOutcome):
+            return exported
+        for run, result in zip(self._runs.values(), exported):
+            outcome = seen.run(run)
+            facts = outcome.facts if outcome is not None else None
+            allowed, asked = set(run.export.fallback), len(run.export.args)
+            wrong = None
+            if not set(result.baked) <= allowed:
+                wrong = "arguments baked in that only their public values may be"
+            elif facts is not None and facts.inputs != asked - len(result.baked):
+                wrong = f"{facts.inputs} inputs for the {asked - len(result.baked)} traced arguments asked"
+            if wrong:
+                return CheckOutcome(status="failed", message=f"{hint}: the program given for `{self.function}` has "
+                                                             f"{wrong}, so it is not `{self.function}`'s program for "
+                                                             "these arguments and proves nothing")
+        return None
+
     def outcomes(self, seen: Seen, hint: str) -> list[RunOutcome] | CheckOutcome:
         """What the verifier did with each export's module, or the verdict that replaces it."""
         exported = self.exported(seen, hint)
         if isinstance(exported, CheckOutcome):
             return exported
+        refused = self.misfit(seen, hint)
+        if refused is not None:
+            return refused
         outcomes = []
         for run in self._runs.values():
             outcome = seen.run(run)
@@ -131,15 +169,16 @@ class ProgramCalls:
             outcomes.append(outcome)
         return outcomes
 
-    def judged_elsewhere(self, seen: Seen) -> bool:
-        """Whether value checks judge the values of these very modules (then a structure or
-        compile check need not run them against a reference as well)."""
-        outcomes = [seen.run(run) for run in self._runs.values()]
-        return bool(outcomes) and all(o is not None and o.judged for o in outcomes)
-
     def answers(self, seen: Seen, hint: str) -> list[Any] | CheckOutcome:
         """The student's answer for each case, in order: the module's output leaves, put back in
         the shape the function returned them (a leaf, or a tuple of leaves; a dict stays opaque)."""
+        return self._answers(seen, hint, self._where)
+
+    def beyond_answers(self, seen: Seen, hint: str) -> list[Any] | CheckOutcome:
+        """The answers to the `beyond` cases, in order."""
+        return self._answers(seen, hint, self._beyond_where)
+
+    def _answers(self, seen: Seen, hint: str, where: list[tuple[str, int]]) -> list[Any] | CheckOutcome:
         exported = self.exported(seen, hint)
         if isinstance(exported, CheckOutcome):
             return exported
@@ -149,7 +188,7 @@ class ProgramCalls:
         trees = {e.id: r.out_tree for e, r in zip(self.exports, exported)}
         by_export = {export_id: outcome for export_id, outcome in zip(self._runs, outcomes)}
         answers = []
-        for export_id, index in self._where:
+        for export_id, index in where:
             values = by_export[export_id].values or []
             if index >= len(values):
                 return CheckOutcome(status="error", message=f"{hint}: the verifier returned too few results")
@@ -194,13 +233,54 @@ def could_not_trace(function: str, raised: Raised, hint: str) -> CheckOutcome:
     detail = teach or raised.evalue
     # not the check's own advice (`hint`): the property it tests was never reached
     return CheckOutcome(status="error", message=f"`{function}` could not be traced by jax.jit: "
-                                                f"{raised.ename}{where}: {detail}", cause="trace")
+                                                f"{raised.ename}{where}: {detail}", cause="trace",
+                        raised=RaisedKind(subject=f"`{function}`", ename=raised.ename, evalue=raised.evalue,
+                                          line=raised.line, teach=teach))
+
+
+def _export_of(case: Case, public: set[int], exports: list[ExportRequest]) -> ExportRequest | None:
+    """The export among `exports` that `case` would be exported as (its signature, its public
+    values), if any."""
+    if case.kwargs:
+        return None
+    try:
+        args = [_abstract(v).model_dump() for v in case.args]
+    except AssignmentBug:
+        return None
+    fallback = {i: _concrete(v).model_dump() for i, v in enumerate(case.args) if i in public}
+    for export in exports:
+        if ([a.model_dump() for a in export.args] == args
+                and {i: v.model_dump() for i, v in export.fallback.items()} == fallback):
+            return export
+    return None
+
+
+def drawn_beyond(ctx: Context, spec: Any) -> list[Case]:
+    """Cases a table of the notebook's answers cannot know, for a structure or compile check
+    whose own cases are the spec's literal rows: the draws of the hidden value checks of the
+    same function against the same reference (the same seed draws the same inputs for them).
+    None for the self-check: run on demand, hidden draws would be an oracle for the hidden
+    inputs (and the student pack has no generators)."""
+    if ctx.stage != "hand_in" or spec.cases.rows is None or not spec.reference:
+        return []
+    references = ctx.assignment.references
+    drawn: list[Case] = []
+    for exercise in ctx.assignment.spec.exercises:
+        for other in exercise.checks:
+            if (other.kind == "numeric" and other.hidden and other.source == "module"
+                    and other.function == spec.function and other.reference == spec.reference
+                    and not other.set_globals and hasattr(references, other.cases.generator or "")):
+                drawn += materialize(other.cases, references, ctx.seed, f"{exercise.id}.{other.id}")
+    return drawn
 
 
 def public_positions(spec_public: list[int] | None, hidden: bool, cases: list[Case]) -> set[int]:
     """The arguments whose values may reach the kernel, to be baked into the program where the
     function cannot be traced with them abstract: only those the spec names (baking every
-    argument would let code that JAX cannot trace, NumPy on the inputs, pass as a program)."""
+    argument would let code that JAX cannot trace, NumPy on the inputs, pass as a program).
+    For a hidden check they are hidden draws, so the student's code sees them: the kernel is asked
+    about hidden checks only after every visible one (`judging.observe_all`), and what it says of
+    them (an exception's text) reaches no student-facing output (`grader.reveal`)."""
     return set(spec_public or [])
 
 

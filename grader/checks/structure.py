@@ -11,9 +11,9 @@ from __future__ import annotations
 from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of, wrong_values
 from grader.checks.numeric import disagreement, reference_values
-from grader.checks.program import ProgramCalls, public_positions
+from grader.checks.program import ProgramCalls, drawn_beyond, public_positions
 from grader.probe.protocol import Request, TraceResult
-from grader.spec import StructureCheck
+from grader.spec import CompileLimitCheck, StructureCheck
 
 
 class StructureCheckImpl:
@@ -24,12 +24,15 @@ class StructureCheckImpl:
         cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.program: ProgramCalls | None = None
         self.trace = None
+        self.expected_beyond: list | None = None
         self.cases = cases
         self.expected = reference_values(full_id, spec, ctx, cases)
         if spec.representation == "module":
             self.program = ProgramCalls(ctx.planner, spec.function, cases,
                                         public_positions(spec.public, spec.hidden, cases),
-                                        inspect_only=self.expected is None, judged=False)
+                                        inspect_only=self.expected is None, judged=False,
+                                        beyond=drawn_beyond(ctx, spec))
+            self.expected_beyond = reference_values(full_id, spec, ctx, self.program.beyond)
         else:
             self.trace = ctx.planner.trace(spec.function, to_calls(cases)[0], spec.representation)
 
@@ -48,9 +51,9 @@ class StructureCheckImpl:
     def _seen_ops(self, seen: Seen) -> tuple[set[str], str] | CheckOutcome:
         spec = self.spec
         if self.program:
-            exported = self.program.exported(seen, spec.message)
-            if isinstance(exported, CheckOutcome):
-                return exported
+            refused = self.program.misfit(seen, spec.message)
+            if refused is not None:
+                return refused
             runs = [seen.run(run) for run in self.program.runs()]
             if not all(o is not None and o.facts is not None and o.status != "refused" for o in runs):
                 outcomes = self.program.outcomes(seen, spec.message)  # the verdict that says why
@@ -87,12 +90,30 @@ class StructureCheckImpl:
         """The program judged must also be a correct one: its values on the cases."""
         if self.program is None or self.expected is None:
             return PASSED
-        spec = self.spec
-        if self.program.judged_elsewhere(seen):  # the value checks judge this very module's values
-            return PASSED
-        answers = self.program.answers(seen, spec.message)
-        if isinstance(answers, CheckOutcome):
-            return answers
-        why = disagreement(spec.function, self.cases, answers, self.expected, spec.output, spec.rtol, spec.atol)
-        return wrong_values(spec.message, f"the program inspected does not compute the right values: {why}") \
-            if why else PASSED
+        return vouches(self.program, seen, self.spec, self.expected, self.expected_beyond)
+
+
+def vouches(program: ProgramCalls, seen: Seen, spec: StructureCheck | CompileLimitCheck, expected: list,
+            expected_beyond: list | None) -> CheckOutcome:
+    """Whether the modules read for a structure or compile check compute the reference's values,
+    on the check's cases and on the `beyond` ones (drawn, hidden), whichever value checks judge
+    the same modules: a program counts as evidence only by being right beyond the notebook's
+    examples, which a table of the notebook's answers is not. The beyond cases are not quoted:
+    the check is visible, its cases may be hidden ones (the instructor sees them)."""
+    answers = program.answers(seen, spec.message)
+    if isinstance(answers, CheckOutcome):
+        return answers
+    why = disagreement(spec.function, program.cases, answers, expected, spec.output, spec.rtol, spec.atol)
+    if why:
+        return wrong_values(spec.message, f"the program inspected does not compute the right values: {why}")
+    if not program.beyond or expected_beyond is None:
+        return PASSED
+    beyond = program.beyond_answers(seen, spec.message)
+    if isinstance(beyond, CheckOutcome):
+        return beyond.model_copy(update={"message": f"{spec.message}: the program inspected could not be run "
+                                                    "beyond the notebook's examples", "counterexample": beyond.message})
+    why = disagreement(spec.function, program.beyond, beyond, expected_beyond, spec.output, spec.rtol, spec.atol)
+    if not why:
+        return PASSED
+    return wrong_values(spec.message, "the program inspected does not compute the right values beyond the "
+                                      "notebook's examples").model_copy(update={"counterexample": why})

@@ -21,14 +21,18 @@ The steps:
 3. results.json is `grader.exports.gradescope_results(report)`, validated against the fields the
    specification documents (`GradescopeResults`) before it is written, atomically.
 
-The sandbox. Gradescope grades each submission in a fresh Docker container that is thrown away
-afterwards, as root; inside it user namespaces and cgroup v1 controllers are often unavailable,
-so bubblewrap (the grader's sandbox) may be missing or unable to start. The full sandbox is used
-when `grader.sandbox.available()` reports no missing layer; otherwise the kernel runs without it
-(the container is the isolation) rather than with a partial set of layers that were never tried
-together there, and the top-level output says so. If the sandboxed kernel still cannot start (the
-tools are there, the container forbids what they need), the grading is done once more without it,
-and the output says that too.
+The sandbox. Gradescope grades each submission in a fresh Docker container, as root, that is
+thrown away afterwards; its cgroups are read-only and it usually refuses namespaces (no
+CAP_SYS_ADMIN), so bubblewrap cannot run. Every layer the container allows is used
+(`grader.sandbox.detect()` tries each): there, the student's code runs as an unprivileged user
+(setpriv) under the seccomp filter (loaded by the wrapper itself) and rlimits (address space,
+processes, file size, CPU time). Before grading, the folders that hold the assignment and the
+results are made root's alone (`protect`): the student's user can read neither the bundle nor
+write results.json or run_autograder. After grading, every process the submission left is
+killed (this process is their subreaper, so a double-forked daemon is found too) before
+results.json is written. The output says in one sentence per missing layer what it costs; a
+sandboxed kernel that cannot start is the grader's fault (the log says why), never a reason to
+grade without the sandbox.
 
 Nothing here ends without a results.json, and a student never sees a traceback: a grader or
 assignment fault gives score 0 and a sentence that it is not the student's work (the details go
@@ -47,7 +51,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grader.errors import GraderError, KernelStartFailed
+from grader.errors import GraderError
 from grader.inert import name, terminal, text
 from grader.report import Isolation, Report
 
@@ -58,8 +62,6 @@ SHOWN_FILES = 5  # file names listed when a submission holds several
 
 GRADER_FAULT = ("The autograder could not grade this submission: the grader or the assignment is broken, not "
                 "your work. Please tell your instructor (the details are in the autograder's log).")
-RETRIED = ("Graded without the grader's own sandbox, inside Gradescope's container: a sandboxed kernel could "
-           "not start in it.")
 
 Visibility = Literal["hidden", "after_due_date", "after_published", "visible"]
 TextFormat = Literal["text", "html", "simple_format", "md", "ansi"]
@@ -176,13 +178,41 @@ def submission_problem(found: list[Path], folder: Path, assignment: str) -> str 
 # ------------------------------------------------------------------ grading
 
 
-def sandbox_choice(isolation: Isolation) -> tuple[bool, str | None]:
-    """Whether to sandbox, and the sentence saying why not: all layers or none (see the module's
-    docstring)."""
+MISSING_COSTS = {
+    "namespaces": "the student's code shares the container's processes, files and network",
+    "user": "the student's code runs as root",
+    "seccomp": "the student's code may make any system call",
+    "cgroups": "memory and processes are capped per user by rlimits, not per grading",
+    "cpu": "the student's code gets no CPU share of its own",
+    "rlimits": "file size, CPU time and open files are not capped",
+    "scratch": "the student's files are not on a size-limited file system",
+}
+
+
+def isolation_note(isolation: Isolation) -> str | None:
+    """One sentence per missing layer, saying what it costs; None with every layer."""
     if not isolation.missing:
-        return True, None
-    lacks = "; ".join(f"{layer}: {why}" for layer, why in isolation.missing.items())
-    return False, f"Graded without the grader's own sandbox, inside Gradescope's container (it lacks {lacks})."
+        return None
+    costs = "; ".join(f"{layer}: {MISSING_COSTS.get(layer, 'missing')}" for layer in isolation.missing)
+    held = ", ".join(isolation.layers) or "none"
+    return f"Graded inside Gradescope's container with the sandbox layers it allows ({held}); missing: {costs}."
+
+
+def protect(layout: Layout) -> None:
+    """Make the bundle and the results root's alone before any student code runs: the student's
+    user may neither read the assignment (references, hidden-input generators) nor write
+    results.json or the scripts Gradescope runs."""
+    layout.results.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (layout.root, layout.results.parent):
+        os.chown(folder, 0, 0)
+        os.chmod(folder, 0o755)
+    source = layout.root / "source"
+    if source.is_dir():
+        os.chown(source, 0, 0)
+        os.chmod(source, 0o700)
+    for script in layout.root.glob("*"):
+        if script.is_file() and not script.is_symlink():
+            os.chmod(script, script.stat().st_mode & ~0o022)
 
 
 def not_graded(path: Path, assignment: str, reason: str) -> Report:
@@ -207,14 +237,10 @@ def grade(path: Path, assignment: str) -> tuple[Report, list[str]]:
     """The report, and the sentences the student should read about how it was graded."""
     from grader.sandbox import available
 
-    sandbox, note = sandbox_choice(available())
-    try:
-        return _graded(path, assignment, sandbox), [note] if note else []
-    except KernelStartFailed as exc:
-        if not sandbox:
-            raise
-        print(f"gradescope_run: the sandboxed kernel could not start ({terminal(exc)}); grading without it")
-        return _graded(path, assignment, False), [RETRIED]
+    isolation = available()
+    note = isolation_note(isolation)
+    sandbox = bool(isolation.layers)
+    return _graded(path, assignment, sandbox), [note] if note else []
 
 
 # ------------------------------------------------------------------ results.json
@@ -256,6 +282,22 @@ def run(layout: Layout) -> GradescopeResults:
     return results_for(report, notes)
 
 
+def stop_leftovers() -> int:
+    """Kill every process the grading left (this process's descendants: it is their subreaper),
+    until none is left; how many. Before results.json is written, so nothing of the student's
+    runs when it is."""
+    from grader.sandbox import descendants, kill_strays
+
+    killed = kill_strays(lambda: descendants(os.getpid()), set(), timeout=10.0)
+    while True:  # reap them (orphans are this process's children now)
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return killed
+
+
 def prepare_image(layout: Layout) -> None:
     """setup.sh's last step: load the bundled assignment and run its checks.py `prepare()` once,
     so a broken bundle fails the image build instead of every grading, and what prepare() caches
@@ -275,7 +317,11 @@ def main(argv: list[str]) -> int:
     if argv == ["--prepare"]:
         prepare_image(layout)
         return 0
+    from grader.sandbox import become_subreaper
+
+    become_subreaper()
     try:
+        protect(layout)
         results = run(layout)
     except GraderError as exc:
         print(f"gradescope_run: {terminal(exc)}")
@@ -283,6 +329,9 @@ def main(argv: list[str]) -> int:
     except Exception:  # noqa: BLE001 - a grader bug still leaves a results.json, and its traceback in the log
         traceback.print_exc(file=sys.stdout)
         results = fault_results()
+    stopped = stop_leftovers()
+    if stopped:
+        print(f"gradescope_run: stopped {stopped} process(es) the submission left running, before writing results.json")
     write_results(results, layout.results)
     return 0
 

@@ -14,7 +14,10 @@ sends is hostile data, checked here like a kernel's observations:
                 the shapes the module declares
 
 A job that is still running at its deadline gets "timeout"; a verifier that dies during a job
-gives it "crashed"; a line that fails a check gives it "crashed" too. In each case the process is
+gives it "crashed"; a line that fails a check gives it "crashed" too. A result is used only once
+the process that sent it has answered a ping after it (`Verifier._confirm`): a module that
+damaged the verifier's memory may have it write values (whatever the memory held) and die
+afterwards, and those values must never reach a student. In each case the process is
 killed and a fresh one (a fresh sandbox) does the next job, at most `max_restarts` times per
 verifier, after which the remaining jobs are not run ("crashed", saying so).
 
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grader import lifetime
-from grader.errors import KernelError
+from grader.errors import KernelError, MachineOverloaded
 from grader.probe.protocol import MAX_NODES, MAX_TEXT, ArrayValue, PyScalar, TooLarge, measure
 from grader.sandbox import (
     VERIFIER_DIR,
@@ -58,6 +61,7 @@ from grader.sandbox import (
     out_of_memory,
     peak_memory_bytes,
 )
+from grader.starvation import CpuMeter, starved_window
 from grader.verifier import fingerprint as _fingerprint
 from grader.verifier import runtime as _runtime
 
@@ -77,6 +81,8 @@ MAX_OUTPUTS = _runtime.MAX_OUTPUTS
 MAX_OPS = _runtime.MAX_OPS
 ALLOWED_CUSTOM_CALLS = _runtime.ALLOWED_CUSTOM_CALLS
 DEFAULT_POLICY = SandboxPolicy()  # the kernels' limits
+PING_GRACE_S = 10.0
+"""How long a verifier has to answer the ping after a result, at least (it only writes a line)."""
 _READ_CHUNK = 1 << 20
 _EXIT_WAIT_S = 2.0  # after EOF, how long a dying verifier is given to be reaped
 
@@ -245,6 +251,20 @@ def job_line(job: VerifierJob) -> bytes:
     line = {"id": job.id, "module": base64.b64encode(job.module).decode("ascii"),
             "calls": [[value.model_dump() for value in call] for call in job.calls]}
     return (json.dumps(line) + "\n").encode("utf-8")
+
+
+def ping_line(nonce: int) -> bytes:
+    """The ping that follows each result: answered by a verifier that is back in its loop."""
+    return (json.dumps({"ping": nonce}) + "\n").encode("ascii")
+
+
+def is_pong(line: bytes, nonce: int) -> bool:
+    """Whether a line is the answer to ping `nonce` (the line is bounded by the reader)."""
+    try:
+        answer = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(answer, dict) and list(answer) == ["pong"] and answer["pong"] == nonce
 
 
 # ----------------------------------------------------------------------------- the process
@@ -446,6 +466,10 @@ class VerifierProcess(Booting):
         """The sandbox's peak memory use (cgroup v1 memory.max_usage_in_bytes)."""
         return peak_memory_bytes(self.sandbox.cgroup("memory") if self.sandbox else None)
 
+    def cpu_group(self) -> Path | None:
+        """The sandbox's cpuacct cgroup, whose CPU time tells a starved timeout (grader/starvation.py)."""
+        return self.sandbox.cgroup("cpuacct") if self.sandbox else None
+
     def death(self) -> str:
         """Why the process died, for a crashed job's detail."""
         return death_detail(self.exit_status(), self.out_of_memory(), self.sandbox.policy if self.sandbox else None)
@@ -518,6 +542,7 @@ class Verifier:
         self.jax_version: str | None = None
         self._process: VerifierProcess | None = None
         self._started = 0
+        self._pings = 0
 
     @property
     def process(self) -> VerifierProcess | None:
@@ -564,6 +589,13 @@ class Verifier:
         self.wait_ready()
         return self._process
 
+    def _used_up(self) -> str:
+        """Why a job is not run once the restarts are used up: this submission's own programs
+        crashed or hung the verifier that often, which its check's message then says."""
+        times = f"{self._started} time{'s' if self._started != 1 else ''}"
+        return (f"not run: this submission's earlier programs crashed or hung the verifier {times}, "
+                f"the most one submission may (a fresh verifier each time)")
+
     def _kill(self) -> None:
         if self._process is not None:
             self._process.kill()
@@ -589,10 +621,7 @@ class Verifier:
                 proc = self._ready_process()
                 waited = time.monotonic() - waited
                 if proc is None:
-                    results[job.id] = VerifierResult(
-                        id=job.id, status="crashed",
-                        detail=f"not run: the verifier was restarted {self.restarts} "
-                               f"time{'s' if self.restarts != 1 else ''} already")
+                    results[job.id] = VerifierResult(id=job.id, status="crashed", detail=self._used_up())
                     continue
                 now = time.monotonic()
                 end = now + timeout if end is None else end + waited  # boots are not the jobs' time
@@ -610,11 +639,15 @@ class Verifier:
         def ended(status: VerifierStatus, detail: str) -> VerifierResult:
             return VerifierResult(id=job.id, status=status, detail=detail, seconds=time.monotonic() - started)
 
+        meter = CpuMeter(proc.cpu_group())
         try:
             proc.send(job_line(job), deadline)
             line = proc.readline(deadline)
         except TimeoutError:
+            starved = starved_window(meter)  # read before the kill takes its threads away
             self._kill()
+            if starved is not None:  # not the module's timeout: grade_one grades it again
+                raise MachineOverloaded("a verifier job", starved.describe()) from None
             return ended("timeout", f"still running after {share:.3g} s")
         except _Dead:
             detail = proc.death()
@@ -628,9 +661,29 @@ class Verifier:
         except BadAnswer as exc:
             self._kill()
             return ended("crashed", _short(f"the verifier sent an answer the grader cannot accept: {exc}"))
+        distrust = self._confirm(proc, max(deadline, time.monotonic() + PING_GRACE_S))
+        if distrust is not None:
+            self._kill()
+            return ended("crashed", distrust)
         if self.answers is not None:
             self.answers.put(job, result, len(line))
         return result.model_copy(update={"seconds": time.monotonic() - started})
+
+    def _confirm(self, proc: VerifierProcess, deadline: float) -> str | None:
+        """None when the verifier answers a ping after its result; otherwise why the result is not
+        used (it died or stopped answering after writing it: what it wrote may be the memory of a
+        process a module damaged)."""
+        self._pings += 1
+        try:
+            proc.send(ping_line(self._pings), deadline)
+            answer = proc.readline(deadline)
+        except _Dead:
+            return f"{proc.death()} after sending its answer, which is not used"
+        except (TimeoutError, _LineTooLong):
+            return "the verifier stopped answering after sending its answer, which is not used"
+        if not is_pong(answer, self._pings):
+            return "the verifier sent something else than the answer to a ping after its answer"
+        return None
 
     def peak_memory_bytes(self) -> int | None:
         """Peak memory of the current process's sandbox (None without the cgroup layer)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 from grader import lifetime
 from grader.forking import ForkFailed, ForkServer, usable
@@ -82,6 +83,10 @@ class ForkedVerifier(Booting):
 
     def peak_memory_bytes(self) -> int | None:
         return self.child.peak_memory_bytes()
+
+    def cpu_group(self) -> Path | None:
+        """Its cpuacct cgroup (grader/starvation.py)."""
+        return self.child.cpu_group()
 
     def death(self) -> str:
         """Why it died (its exit status is the server's to reap, not ours to read)."""

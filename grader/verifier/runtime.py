@@ -15,23 +15,29 @@ imports nothing but the standard library, NumPy and JAX. It speaks JSON lines:
                     "values": [[wire value of each output leaf], ...]|null, "detail": str|null}
 
 A module is refused (never run) when it calls custom-call targets outside ALLOWED_CUSTOM_CALLS
-(Python callbacks above all: they would run code that is not in the module), talks to the host
-(infeed, outfeed, send, recv), uses ops outside the StableHLO dialects, is not for CPU, has
-effects, symbolic shapes, more than MAX_INPUTS inputs or MAX_OUTPUTS outputs, or a `main` whose
-signature does not match the inputs and outputs it declares. Its facts (ops, custom calls) are
+(Python callbacks above all: they would run code that is not in the module), calls an allowed
+target otherwise than JAX does (contracts.py: operand and result shapes, dtypes, layouts,
+aliases and settings; a kernel writes what its routine computes, whatever the module declares),
+draws random numbers without a key (UNKEYED_RANDOM), claims a calling convention this JAX does
+not implement, talks to the host (infeed, outfeed, send, recv), uses ops outside the StableHLO
+dialects, is not for CPU, has effects, symbolic shapes, more than MAX_INPUTS inputs or
+MAX_OUTPUTS outputs, or a `main` whose signature does not match the inputs and outputs it
+declares. Its facts (ops, custom calls) are
 read by walking the parsed module's operations, never from its text, whose locations and string
 attributes are the student's to choose. The one use of its text is `fingerprint` (fingerprint.py:
 the normalised program's digest and op n-gram hashes, for the instructor's search for copied
 work; null when it cannot be made), which decides nothing.
 
 A bad job (garbage bytes, inputs of the wrong shape, an exception in XLA) is that job's "error";
-the process lives on until EOF or until the sandbox's limits (or the grader) end it.
+the process lives on until EOF or until the sandbox's limits (or the grader) end it. A job's
+arrays and executables are freed before its result is written, and after each result the grader
+sends a ping, {"ping": int}, which is answered {"pong": int} only by a process that came back to
+its loop: values from a process that dies after writing them are never used (client.py).
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import math
 import os
@@ -51,21 +57,42 @@ DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
           "float16", "float32", "float64", "complex64", "complex128")
 NON_FINITE = ("nan", "inf", "-inf")
 
+
+def _sibling(name: str) -> Any:
+    """A module next to this file, loaded by path as this file is (no `grader` package in the
+    verifier), once."""
+    import importlib.util
+
+    key = f"_verifier_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(key, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module  # dataclasses look their module up while it executes
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]
+        raise
+    return module
+
+
+contracts = _sibling("contracts")
+
 # The custom-call targets a module may use: what JAX 0.12 emits on CPU for jnp.linalg and
 # jax.scipy.linalg (LAPACK through XLA's FFI, jax.export's list of stable CPU kernels), and the
-# sharding annotations it writes around them. No Python callback (xla_python_cpu_callback,
-# xla_ffi_python_cpu_callback, xla_ffi_partitioned_python_cpu_callback, ...): it would call a
-# function registered in another process, or this one's; no GPU or TPU kernel (they cannot run
-# here); no AllocateBuffer (uninitialised memory).
-_LAPACK = ("potrf", "geqrf", "orgqr", "syevd", "geev", "gesdd", "getrf", "sytrd", "gehrd", "gees",
-           "trsm", "gtsv")
-_COMPLEX_NAMES = {"orgqr": "ungqr", "syevd": "heevd", "sytrd": "hetrd"}
-ALLOWED_CUSTOM_CALLS = frozenset(
-    [f"lapack_{t}{name}_ffi" for name in _LAPACK for t in "sd"]
-    + [f"lapack_{t}{_COMPLEX_NAMES.get(name, name)}_ffi" for name in _LAPACK for t in "cz"]
-    + ["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "shape_assertion",
-       "annotate_device_placement"]
-)
+# sharding annotations it writes around them, each with a contract (contracts.py) that its
+# calls must meet. No Python callback (xla_python_cpu_callback, xla_ffi_python_cpu_callback,
+# xla_ffi_partitioned_python_cpu_callback, ...): it would call a function registered in another
+# process, or this one's; no GPU or TPU kernel (they cannot run here); no AllocateBuffer
+# (uninitialised memory); no shape_assertion (only symbolic shapes need it, and they are refused).
+ALLOWED_CUSTOM_CALLS = contracts.ALLOWED
+# Random numbers drawn from XLA's own per-run state, not from a key the module holds: a regrade
+# would see other values. `rng_bit_generator` is a pure function of its state operand (JAX's
+# "rbg" keys), and threefry is arithmetic: both are allowed.
+UNKEYED_RANDOM = frozenset({"stablehlo.rng", "mhlo.rng", "mhlo.xla.rng_get_and_update_state"})
 HOST_OPS = frozenset({"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"})
 DIALECTS = ("builtin", "func", "stablehlo", "chlo", "mhlo", "sdy")
 _BARE = ("stablehlo", "chlo", "mhlo")  # reported without their dialect, as the probe does
@@ -99,14 +126,15 @@ def _one_line(exc: BaseException) -> str:
 # ----------------------------------------------------------------------------- inspection
 
 
-def _walk(module: Any) -> tuple[set[str], set[str], list[str], int]:
-    """(op names, custom-call targets, problems, number of operations) of a parsed module,
-    operation by operation."""
+def _walk(module: Any) -> tuple[set[str], set[str], list[str], int, list[Any]]:
+    """(op names, custom-call targets, problems, number of operations, custom calls as
+    contracts.CustomCall) of a parsed module, operation by operation."""
     from jax._src.lib.mlir import ir
 
     names: set[str] = set()
     targets: set[str] = set()
     problems: list[str] = []
+    calls: list[Any] = []
     stack = [module.operation]
     count = 0
     while stack:
@@ -116,13 +144,90 @@ def _walk(module: Any) -> tuple[set[str], set[str], list[str], int]:
         names.add(name)
         if name == "stablehlo.custom_call":
             try:
-                targets.add(ir.StringAttr(op.attributes["call_target_name"]).value)
+                target = ir.StringAttr(op.attributes["call_target_name"]).value
             except Exception:  # noqa: BLE001 - a call_target_name that is not a string: refused
                 problems.append("a custom call whose target cannot be read")
+            else:
+                targets.add(target)
+                if target in ALLOWED_CUSTOM_CALLS:  # the others are refused by name
+                    try:
+                        calls.append(read_call(op))
+                    except Exception:  # noqa: BLE001 - attributes of unexpected kinds: refused
+                        problems.append(_short(f"it calls {target} with operands or attributes "
+                                               "that cannot be read"))
         for region in op.regions:
             for block in region:
                 stack.extend(block)
-    return names, targets, problems, count
+    return names, targets, problems, count, calls
+
+
+def _tensor(value_type: Any) -> Any:
+    """A contracts.Tensor of a static ranked tensor type (ValueError for anything else)."""
+    from jax._src.lib.mlir import ir
+
+    tensor = ir.RankedTensorType(value_type)
+    if not tensor.has_static_shape or tensor.encoding is not None:
+        raise ValueError("not a plain array of static shape")
+    return contracts.Tensor(tuple(int(d) for d in tensor.shape), str(tensor.element_type))
+
+
+def _layouts(attributes: Any, key: str) -> tuple[tuple[int, ...], ...] | None:
+    from jax._src.lib.mlir import ir
+
+    if key not in attributes:
+        return None
+    return tuple(tuple(int(i) for i in ir.DenseIntElementsAttr(a)) for a in ir.ArrayAttr(attributes[key]))
+
+
+def _dictionary(attributes: Any, key: str) -> list[tuple[str, Any]] | None:
+    from jax._src.lib.mlir import ir
+
+    if key not in attributes:
+        return None
+    d = ir.DictAttr(attributes[key])
+    return [(d[i].name, d[i].attr) for i in range(len(d))]
+
+
+def read_call(op: Any) -> Any:
+    """A custom call as the module states it (contracts.CustomCall), for its contract to judge."""
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+
+    attributes = op.attributes
+    names = frozenset(attributes[i].name for i in range(len(attributes)))
+
+    def integer(key: str, default: int) -> int:
+        return int(ir.IntegerAttr(attributes[key]).value) if key in attributes else default
+
+    def setting(value: Any) -> tuple[str, int]:
+        return str(ir.IntegerAttr(value).type), int(ir.IntegerAttr(value).value)
+
+    config = _dictionary(attributes, "mhlo.backend_config")
+    frontend = _dictionary(attributes, "mhlo.frontend_attributes") or []
+    aliases = []
+    if "output_operand_aliases" in attributes:
+        for a in ir.ArrayAttr(attributes["output_operand_aliases"]):
+            alias = hlo.OutputOperandAlias(a)
+            aliases.append(contracts.Alias(tuple(alias.output_tuple_indices), int(alias.operand_index),
+                                           tuple(alias.operand_tuple_indices)))
+    return contracts.CustomCall(
+        target=ir.StringAttr(attributes["call_target_name"]).value,
+        operands=tuple(_tensor(v.type) for v in op.operands),
+        results=tuple(_tensor(v.type) for v in op.results),
+        attributes=names,
+        api_version=integer("api_version", 1),
+        backend_config=(ir.StringAttr(attributes["backend_config"]).value
+                        if "backend_config" in attributes else ""),
+        has_side_effect=bool(ir.BoolAttr(attributes["has_side_effect"]).value)
+        if "has_side_effect" in attributes else False,
+        called_computations=len(ir.ArrayAttr(attributes["called_computations"]))
+        if "called_computations" in attributes else 0,
+        operand_layouts=_layouts(attributes, "operand_layouts"),
+        result_layouts=_layouts(attributes, "result_layouts"),
+        aliases=tuple(aliases),
+        config=None if config is None else tuple(sorted((key, *setting(value)) for key, value in config)),
+        frontend=tuple(sorted((key, ir.StringAttr(value).value) for key, value in frontend)),
+    )
 
 
 def _signature(module: Any) -> tuple[list[tuple[list[int], str]], list[tuple[list[int], str]]]:
@@ -169,6 +274,7 @@ def inspect_module(exported: Any) -> dict:
         raise Refused(f"the module has {len(exported.in_avals)} inputs, more than {MAX_INPUTS}")
     if len(exported.out_avals) > MAX_OUTPUTS:
         raise Refused(f"the module has {len(exported.out_avals)} outputs, more than {MAX_OUTPUTS}")
+    version = exported.calling_convention_version
     facts = {
         "fun_name": _short(exported.fun_name),
         "platforms": [_short(p) for p in exported.platforms][:8],
@@ -181,13 +287,14 @@ def inspect_module(exported: Any) -> dict:
         "custom_calls": [],
         "op_count": 0,
     }
+    check_versions(facts, version)
     with mlir.make_ir_context():
         module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
         if isinstance(module, (str, bytes)):  # older jaxlib: the module's text, parsed here
             from jax._src.lib.mlir import ir
 
             module = ir.Module.parse(module)
-        names, targets, problems, facts["op_count"] = _walk(module)
+        names, targets, problems, facts["op_count"], calls = _walk(module)
         inputs, results = _signature(module)
         facts["fingerprint"] = _fingerprint(module)
     if len(names) > MAX_OPS or len(targets) > MAX_OPS:
@@ -196,6 +303,7 @@ def inspect_module(exported: Any) -> dict:
                           - {"builtin.module"})
     facts["custom_calls"] = sorted(_short(t) for t in targets)
     check_module(facts, names, targets, problems)
+    check_calls(facts, calls)
     if "cpu" not in exported.platforms:
         platforms = ", ".join(facts["platforms"]) or "no platform"
         raise Refused(f"the module was exported for {platforms}, not cpu", facts)
@@ -223,32 +331,51 @@ def _fingerprint(module: Any) -> dict | None:
         return None
 
 
-@functools.lru_cache(maxsize=1)
 def _fingerprinter() -> Any:
     """fingerprint.py, loaded by path as this file is (no `grader` package in the verifier)."""
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fingerprint.py")
-    spec = importlib.util.spec_from_file_location("_verifier_fingerprint", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _sibling("fingerprint")
 
 
 def check_module(facts: dict, names: set[str], targets: set[str], problems: list[str]) -> None:
-    """Refuse custom calls outside the allow-list, host transfers and foreign dialects."""
+    """Refuse custom calls outside the allow-list, unkeyed random numbers, host transfers and foreign
+    dialects."""
     if problems:
         raise Refused(problems[0], facts)
     foreign = sorted(t for t in targets if t not in ALLOWED_CUSTOM_CALLS)
     if foreign:
         raise Refused(_short("custom calls outside the allow-list: " + ", ".join(foreign)), facts)
+    random = sorted(names & UNKEYED_RANDOM)
+    if random:
+        raise Refused(_short("it draws random numbers without a key (" + ", ".join(random)
+                             + "), so a regrade would give other values: use jax.random with a key"), facts)
     host = sorted(names & HOST_OPS)
     if host:
         raise Refused(_short("operations that talk to the host: " + ", ".join(host)), facts)
     alien = sorted(n for n in names if n.split(".", 1)[0] not in DIALECTS)
     if alien:
         raise Refused(_short("operations of dialects other than StableHLO's: " + ", ".join(alien)), facts)
+
+
+def check_calls(facts: dict, calls: list[Any]) -> None:
+    """Refuse a custom call that is not the call JAX emits for its target (contracts.py): its
+    kernel would write past the buffers the module declares, or leave them unwritten."""
+    for call in calls:
+        try:
+            contracts.check(call)
+        except contracts.Mismatch as mismatch:
+            raise Refused(_short(contracts.describe(call, mismatch)), facts) from None
+
+
+def check_versions(facts: dict, version: Any) -> None:
+    """Refuse a calling convention this JAX does not implement: `Exported.call` would read the
+    module as if it were one it does (jax/_src/export/_export.py)."""
+    from jax._src.export import _export
+
+    low = _export.minimum_supported_calling_convention_version
+    high = _export.maximum_supported_calling_convention_version
+    if type(version) is not int or not low <= version <= high:
+        raise Refused(_short(f"the module claims calling convention version {version}; the grader's JAX "
+                             f"runs versions {low} to {high} (export it with the course's JAX)"), facts)
 
 
 # ----------------------------------------------------------------------------- values
@@ -396,7 +523,18 @@ def _runner(exported: Any) -> Any:
 
 
 def run_job(job: Any) -> dict:
-    """The result of one job; never raises for what the job holds."""
+    """The result of one job; never raises for what the job holds. The job's arrays and
+    executables are freed before it returns, so that a heap a kernel damaged fails here, before
+    any of its values is written."""
+    import jax
+
+    try:
+        return _run_job(job)
+    finally:
+        jax.clear_caches()  # the job's executables go with it
+
+
+def _run_job(job: Any) -> dict:
     import jax
 
     jid = job.get("id") if isinstance(job, dict) else None
@@ -449,8 +587,6 @@ def run_job(job: Any) -> dict:
         result.update(status="error", values=None, detail=_short(exc))
     except Exception as exc:  # noqa: BLE001 - a bug here or in JAX on a strange module: still the job's
         result.update(status="error", values=None, detail=_one_line(exc))
-    finally:
-        jax.clear_caches()  # the job's executables go with it
     return result
 
 
@@ -470,6 +606,13 @@ def _warm_up() -> None:
     inspect_module(again)
     jax.block_until_ready(_runner(again)(np.zeros(2, np.float32)))
     jax.clear_caches()
+
+
+def pong(job: Any) -> dict | None:
+    """The answer to the grader's ping after a result: this process is back in its loop."""
+    if isinstance(job, dict) and list(job) == ["ping"] and type(job["ping"]) is int:
+        return {"pong": job["ping"]}
+    return None
 
 
 def main() -> int:
@@ -503,7 +646,7 @@ def main() -> int:
             result = {"id": "", "status": "error", "facts": None, "values": None,
                       "detail": _short(f"the job is not JSON ({_one_line(exc)})")}
         else:
-            result = run_job(job)
+            result = pong(job) or run_job(job)
         try:
             text = json.dumps(result, allow_nan=False)
         except (ValueError, TypeError, RecursionError) as exc:  # a bug here: still only this job's error
