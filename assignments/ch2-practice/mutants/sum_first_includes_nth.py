@@ -1,4 +1,4 @@
-# fails: sum_first.visible, sum_first.hidden
+# fails: sum_first.visible, sum_first.hidden, sum_first.compiles_once, sum_first.uses_while
 # sum_first loops up to n inclusive, adding one element too many.
 @jax.jit
 def sum_first(arr, n):
