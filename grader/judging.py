@@ -16,7 +16,7 @@ from grader.checks import Check, Context, ModuleRun, Planner, Seen, build
 from grader.checks.base import CheckOutcome
 from grader.errors import UsageError
 from grader.faults import one_line
-from grader.probe.protocol import Observation, Request
+from grader.probe.protocol import ExportRequest, Observation, PyScalar, Request
 from grader.report import ExerciseResult, ProgramFingerprint
 from grader.reveal import Stage, judged_now, not_judged_yet, revealed
 from grader.scoring import score_check, score_exercise
@@ -129,10 +129,38 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
                 if request.id not in asked:
                     asked.add(request.id)
                     requests.append(request)
-        observations.update(prober.observe(requests, probe_timeout))
+        hidden = any(spec.hidden and f"{exercise.id}.{spec.id}" == checks[0].full_id for spec in exercise.checks)
+        observations.update(_hidden_values_if_needed(prober, requests, probe_timeout) if hidden
+                            else prober.observe(requests, probe_timeout))
         if on_exercise is not None:
             on_exercise(checks, observations)
     return observations
+
+
+def _hidden_values_if_needed(prober: Prober, requests: list[Request], timeout: float) -> dict[str, Observation]:
+    """A hidden batch's observations, its exports asked with no value first: one that cannot be
+    traced with every argument abstract is asked again with its public Python integers alone (a
+    loop's count), and only if that raised too with every public value (which a hidden check
+    draws). A function that traces never has a hidden value in its kernel, however its code reads
+    the requests (a wrapped `json.loads`), and a Python loop meets its count, never its `lr`."""
+    def counts(request: ExportRequest) -> dict:
+        return {i: v for i, v in request.fallback.items() if isinstance(v, PyScalar) and type(v.v) in (int, bool)}
+
+    stages: list[Callable[[ExportRequest], dict]] = [lambda r: {}, counts, lambda r: r.fallback]
+    asked = {r.id: {} for r in requests if isinstance(r, ExportRequest)}
+    seen = prober.observe([r.model_copy(update={"fallback": {}}) if r.id in asked else r for r in requests], timeout)
+    for stage in stages[1:]:
+        again = []
+        for r in requests:
+            if not isinstance(r, ExportRequest) or (o := seen.get(r.id)) is None or o.status != "raised":
+                continue
+            more = stage(r)
+            if more and more != asked[r.id]:
+                asked[r.id] = more
+                again.append(r.model_copy(update={"fallback": more}))
+        if again:
+            seen.update(prober.observe(again, timeout))
+    return seen
 
 
 def seen_all(observations: dict[str, Observation], verifier: Verifying, checks_plan: Plan,

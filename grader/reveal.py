@@ -8,8 +8,8 @@ report's `message`, the feedback page, Gradescope's `output`) sees a verdict:
 
 - `details`: the message as the check wrote it;
 - `pass_fail`: a message built here from the spec's words and the verdict's typed facts alone
-  (its status; for an exception, its class when Python or the chapter names it, its line and the
-  chapter's lesson), never from the check's text: that quotes hidden inputs, expected values,
+  (its status; for an exception, its class when Python or the chapter names it, the chapter's
+  lesson and, for a visible check, its line), never from the check's text: that quotes hidden inputs, expected values,
   shapes and counts, and the student's own exception text, which code run on a baked hidden
   value can fill with it. The full message is kept as `counterexample` and the counts as
   `tally`, which only the instructor's report carries;
@@ -59,6 +59,8 @@ def _instructor_text(outcome: CheckOutcome) -> str | None:
     raised = outcome.raised
     if raised is not None and raised.evalue and raised.evalue not in (text or ""):
         text = f"{text} ({raised.ename}: {raised.evalue})"
+    if raised is not None and raised.line and f"line {raised.line} " not in (text or ""):
+        text = f"{text}, at line {raised.line} of its cell"
     return text
 
 
@@ -79,10 +81,12 @@ def _pass_fail_message(outcome: CheckOutcome, spec: CheckSpec) -> str:
 
 
 def _raised(raised: RaisedKind, traced: bool, spec: CheckSpec, inputs: str) -> str:
-    """The student's code raised: its class (if a name Python or the chapter gives), its line and
-    the chapter's lesson; never the exception's text, which their code wrote."""
+    """The student's code raised: its class (if a name Python or the chapter gives), its line (of
+    a visible check) and the chapter's lesson; never the exception's text, which their code wrote."""
     kind = raised.ename if raised.ename in _NAMED_ERRORS else "an exception"
-    where = f" at line {raised.line} of its cell" if raised.line else ""
+    # a hidden check's line is the student's to choose: code run on a hidden value can raise from a
+    # code object it compiled under a cell's file name, at a line that spells the value
+    where = f" at line {raised.line} of its cell" if raised.line and not spec.hidden else ""
     lesson = f": {raised.teach}" if raised.teach else ""
     if traced:
         return f"{raised.subject} could not be traced by jax.jit on {inputs}: {kind}{where}{lesson}"

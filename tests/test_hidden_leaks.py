@@ -21,7 +21,7 @@ from grader.checks.base import CheckOutcome, not_available
 from grader.exports import gradescope_results
 from grader.feedback import page
 from grader.judging import observe_all, plan
-from grader.probe.protocol import Observation, Raised, Request
+from grader.probe.protocol import ExportRequest, Observation, Raised, Request
 from grader.render import summary
 from grader.report import CheckResult, Environment, ExerciseResult, Isolation, Report as ReportModel, SubmissionRef
 from grader.reveal import revealed
@@ -88,13 +88,17 @@ def test_hidden_values_and_counts_reach_no_student(submission_from_reference) ->
     assert len(secrets) > 10
     spelled = set().union(*map(_spellings, secrets))
     assert any(s in (checks["training.python_loop"].counterexample or "") for s in spelled)
+    assert "execution_time" not in gradescope_results(report)  # time spent can spell a hidden value
+    lines = {f"line {round(v * 1e6)} " for v in secrets}  # the made-up cell's line that spells lr
+    assert any(line in (checks["training.python_loop"].counterexample or "") for line in lines)
     for where, text in student_facing(report, path).items():
         for marker in ("LEAKTEXT", "STASHED"):  # LeakType_ names visible draws too (fori_compiles_once)
             assert marker not in text, (where, marker)
         assert not {s for s in spelled if s in text}, where
+        assert not {line for line in lines if line in text}, where
     for check in checks.values():
-        if check.hidden:  # no count, shape or number but the spec's own (and a line of the student's cell)
-            shown = re.sub(r"line \d+ of its cell", "", check.message or "")
+        if check.hidden:  # no count, shape, line or number but the spec's own
+            shown = check.message or ""
             assert not COUNT.search(shown) and "shape" not in shown, (check.id, shown)
             spec_text = _spec_text(report, check.id) + check.title + " ".join(checks)
             assert _numbers(shown) <= _numbers(spec_text), (check.id, shown)
@@ -135,8 +139,21 @@ def test_what_hidden_code_raised_is_named_by_its_kind_never_its_text(ename: str,
     outcome = not_available(obs, "`f`", "f(x) should be 2x")
     assert outcome is not None and "0.0743" in (outcome.message or "")
     shown = revealed(outcome, hidden_numeric())
-    assert shown.message == f"f(x) should be 2x: `f` raised {named} at line 4 of its cell on a hidden input"
+    assert shown.message == f"f(x) should be 2x: `f` raised {named} on a hidden input"
     assert "0.0743" in (shown.counterexample or "")
+
+
+def test_a_hidden_check_shows_no_line_a_visible_pass_fail_check_does() -> None:
+    """Code run on a hidden value can raise from a code object it compiled under a cell's file
+    name, at a line that spells the value (`lr = 0.106514` raised at line 106514): a hidden
+    check's message names no line; a visible one's (a prediction, a quiz) still does."""
+    leak = Raised(ename="ValueError", evalue="x", line=106514)
+    outcome = not_available(Observation(id="call-1", status="raised", raised=leak), "`f`", "f(x) should be 2x")
+    assert outcome is not None
+    assert "106514" not in revealed(outcome, hidden_numeric()).message
+    assert "106514" in (revealed(outcome, hidden_numeric()).counterexample or "")
+    visible = revealed(outcome, hidden_numeric(hidden=False, reveal="pass_fail", cases={"rows": [[1.0]], "types": ["py"]}))
+    assert "at line 106514 of its cell" in visible.message
 
 
 def test_a_trace_error_on_baked_hidden_values_keeps_the_chapter_s_lesson_not_the_text() -> None:
@@ -144,8 +161,8 @@ def test_a_trace_error_on_baked_hidden_values_keeps_the_chapter_s_lesson_not_the
 
     raised = Raised(ename="TracerBoolConversionError", evalue="Attempted boolean conversion of lr=0.0743", line=3)
     shown = revealed(could_not_trace("f", raised, "f(x) should be 2x"), hidden_numeric())
-    assert shown.message == ("`f` could not be traced by jax.jit on a hidden input: TracerBoolConversionError "
-                             f"at line 3 of its cell: {HINTS['TracerBoolConversionError']}")
+    assert shown.message == ("`f` could not be traced by jax.jit on a hidden input: TracerBoolConversionError"
+                             f": {HINTS['TracerBoolConversionError']}")
     assert "0.0743" not in shown.message and "0.0743" in (shown.counterexample or "")
 
 
@@ -203,3 +220,42 @@ def test_the_kernel_meets_hidden_values_only_after_every_visible_check_is_answer
     assert sorted(position) == sorted(visible | hidden)  # each asked once
 
 
+
+
+class _TracesAbstractlyButOne:
+    """A kernel whose functions all trace with abstract arguments, but `untraceable`, which needs
+    the values of the arguments at `needs` (a Python loop's count)."""
+
+    def __init__(self, untraceable: str, needs: set[int]) -> None:
+        self.untraceable, self.needs = untraceable, needs
+        self.asked: list[Request] = []
+
+    def observe(self, requests: list[Request], timeout: float) -> dict[str, Observation]:
+        self.asked += requests
+        raised = Raised(ename="TypeError", evalue="abstract")
+        return {r.id: Observation(id=r.id, status="raised", raised=raised)
+                if isinstance(r, ExportRequest) and r.target == self.untraceable and not self.needs <= set(r.fallback)
+                else Observation(id=r.id, status="ok") for r in requests}
+
+
+@pytest.mark.parametrize("needs, sent", [(set(), set()), ({5}, {5}), ({4, 5}, {4, 5})])
+def test_a_hidden_value_enters_the_kernel_only_for_a_function_that_cannot_trace_without_it(
+        repo_root, needs: set[int], sent: set[int]) -> None:
+    """A hidden check's public values (drawn: hidden) reach the kernel only as far as its function
+    needs them: asked with every argument abstract first, then with the Python integers alone (a
+    loop's count), then with every public value. Code that traces never meets them, however it
+    reads the request (a wrapped `json.loads`); a Python loop meets its count, never its `lr`."""
+    checks_plan = plan(assignments.load(str(repo_root / "assignments" / "ch2-jit")), seed=SEED)
+
+    def exports(hidden: bool) -> set[str]:
+        return {r.id for exercise, checks in checks_plan for spec, check in zip(exercise.checks, checks)
+                if spec.hidden is hidden for r in check.requests() if isinstance(r, ExportRequest) and r.fallback}
+
+    hidden = exports(True) - exports(False)  # an export a visible check asks too has the notebook's values
+    assert {r.target for _, checks in checks_plan for c in checks for r in c.requests() if r.id in hidden} \
+        >= {"train_python_loop", "train_fori"}
+    kernel = _TracesAbstractlyButOne("train_python_loop", needs)
+    observe_all(kernel, checks_plan, probe_timeout=0)
+    hidden_asks = [r for r in kernel.asked if isinstance(r, ExportRequest) and r.id in hidden]
+    assert {r.target for r in hidden_asks if r.fallback} <= {"train_python_loop"}
+    assert set().union(*(set(r.fallback) for r in hidden_asks)) == sent  # 4: lr, 5: num_steps
