@@ -14,6 +14,8 @@ from typing import Protocol
 from grader.assignment import Assignment
 from grader.checks import Check, Context, ModuleRun, Planner, Seen, build
 from grader.checks.base import CheckOutcome
+from grader.checks.evidence import ENOUGH
+from grader.checks.numeric import NumericCheckImpl
 from grader.errors import UsageError
 from grader.faults import one_line
 from grader.probe.protocol import ExportRequest, Observation, PyScalar, Request
@@ -191,8 +193,12 @@ def _subject(spec: CheckSpec) -> str | None:
 def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcome:
     """One root cause, one message: a check that failed only because the function's values are
     wrong, or because JAX cannot trace it (which `root` already says, with the call or the line),
-    gives no advice of its own."""
-    if outcome.cause == "values":
+    gives no advice of its own. A structure or compile check fails so only when its program is
+    no evidence (`grader.checks.evidence`): wrong on too much, or right only on the examples."""
+    if outcome.cause == "values" and spec.kind in ("structure", "compile_limit"):
+        message, cause = (f"same wrong values as {root}; this check of {spec.title!r} counts once the program "
+                          "computes the right values for enough inputs, not only the notebook's examples"), "same_values"
+    elif outcome.cause == "values":
         message, cause = f"same wrong values as {root}; this check of {spec.title!r} is judged once those are right", \
             "same_values"
     else:
@@ -202,14 +208,32 @@ def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcom
                                       "counterexample": outcome.counterexample or outcome.message})
 
 
+def own_property(check: NumericCheckImpl, spec: CheckSpec, seen: Seen, wrong: list[Check]) -> CheckOutcome | None:
+    """The verdict of a value check that failed on inputs an earlier check already found wrong
+    values for (`NumericCheckImpl.retests`): what it measures beyond those values, the form of the
+    answers and that the function runs, decides it, on a program that is an attempt at the
+    function (right on enough of the values, as `grader.checks.evidence` asks of structure); None
+    when it re-tests nothing or the program is no attempt."""
+    if not any(check.retests(other) for other in wrong):
+        return None
+    try:
+        return check.judge_form(seen, ENOUGH)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - as judge_one: student data, check code
+        return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
+                            judge_error=f"{check.full_id} raised {one_line(exc)}")
+
+
 def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:
     """Every check's verdict, as a student may see it (`grader.reveal`): at the self-check stage
     the checks left to the hand-in are recorded, not judged; a check failed only by values an
-    earlier check already showed wrong points to it (one root cause, one message)."""
+    earlier check already showed wrong points to it (one root cause, one message), unless it
+    re-tests those very inputs for a property of its own (the shape, that it runs under jit):
+    then that property alone decides it (`own_property`)."""
     results = []
     for exercise, checks in checks_plan:
         scored = []
         first: dict[tuple[str, str], str] = {}  # (function, cause) -> the first check it failed
+        failed_on_values: list[Check] = []  # the value checks failed so far, whose inputs are known wrong
         for spec, check in zip(exercise.checks, checks):
             if not judged_now(spec, stage):
                 scored.append(score_check(check.full_id, spec, not_judged_yet(spec), exercise))
@@ -217,6 +241,10 @@ def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[Exerc
             outcome = judge_one(check, spec, seen)
             function = _subject(spec)
             key = (function or "", outcome.cause or "")
+            if outcome.cause == "values" and isinstance(check, NumericCheckImpl):
+                mine = own_property(check, spec, seen, failed_on_values)
+                failed_on_values.append(check)
+                outcome = mine if mine is not None else outcome
             if outcome.cause in ("values", "trace") and key in first:
                 outcome = same_cause(outcome, spec, first[key])
             elif outcome.cause in ("values", "trace") and function:

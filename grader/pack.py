@@ -152,6 +152,7 @@ def public_spec(loaded: Assignment, raw: dict[str, Any]) -> dict[str, Any]:
     spec = json.loads(json.dumps(raw))
     for exercise, raw_exercise in zip(loaded.spec.exercises, spec["exercises"]):
         raw_exercise.pop("equivalent", None)
+        raw_exercise.pop("domains", None)  # the hidden checks' ranges: the instructor's
         for check, raw_check in zip(exercise.checks, raw_exercise["checks"]):
             if not raw_check.get("hidden") and raw_check.get("kind") != "custom":
                 for field, holder in (("cases", raw_check), ("cases", raw_check.get("returns") or {})):

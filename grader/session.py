@@ -183,6 +183,9 @@ class Session:
         for cell in self.submission.cells:
             where = _where(self.submission, cell)
             self.on_stage(f"running {where}")
+            if cell.notice:  # its self-check call left out: skipped, and said so whatever the cell does
+                self._problem(CellProblem(cell=cell.index, where=where, status="skipped",
+                                          message=f"{where} {cell.notice}"))
             budget = min(self.cell_timeout, self._remaining())
             if budget <= 0:
                 self._problem(CellProblem(cell=cell.index, where=where, status="skipped",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -41,6 +41,13 @@ class Cases(_Spec):
         "Generator seeded from the run's seed; returns a list of grader.Case or argument tuples",
     )
     params: dict[str, JsonValue] = Field(default_factory=dict, description="keyword arguments for the generator")
+    _domains: dict[str, ArgumentDomain] = PrivateAttr(default_factory=dict)  # the exercise's, set by ExerciseSpec
+
+    @property
+    def domains(self) -> dict[str, ArgumentDomain]:
+        """The exercise's argument domains, by argument name: a generator that takes a `domains`
+        keyword draws from them (the spec is their one source)."""
+        return dict(self._domains)
 
     @model_validator(mode="after")
     def _one_source(self) -> Cases:
@@ -223,8 +230,20 @@ class StructureCheck(_CheckBase, _RunsItsModule):
     contains: list[str] = []
     absent: list[str] = []
     constant_size: bool = Field(default=False, description=(
-        "the modules for the cases (inputs of different sizes) have the same number of operations: the "
-        "function handles arrays directly, with no Python loop over their elements"))
+        "the modules for the cases (inputs of different sizes) have the same number of operations and their "
+        "loops the same trip counts: the function handles arrays directly, with no Python loop, fori_loop or "
+        "scan over their elements"))
+    loop: Literal["value_dependent", "counted_by_input"] | None = Field(default=None, description=(
+        "with contains = [\"while\"]: a while loop of that kind computes what the function returns. "
+        "'value_dependent' (lax.while_loop): its stop reads a value the loop computes from the inputs, "
+        "not only a counter (a fori_loop or scan with a fixed trip count fails); 'counted_by_input' "
+        "(lax.fori_loop over a traced count): a counter against a bound that comes from an input (a "
+        "scan or fori_loop of a length fixed when traced fails; a while_loop counting to the traced "
+        "bound lowers to the same program and passes)"))
+    case_chooses_output: bool = Field(default=False, description=(
+        "with contains = [\"case\"]: a case (lax.switch / lax.cond) whose index is computed from the "
+        "inputs chooses what the function returns, not one on a constant index or predicate, nor a "
+        "dead one beside a jnp.select that computes the answer"))
 
     @model_validator(mode="after")
     def _something_to_check(self) -> StructureCheck:
@@ -232,6 +251,12 @@ class StructureCheck(_CheckBase, _RunsItsModule):
             raise ValueError("needs contains, absent or constant_size")
         if self.constant_size and self.representation != "module":
             raise ValueError("constant_size reads modules: representation must be 'module'")
+        if self.loop is not None and ("while" not in self.contains or self.representation != "module"):
+            raise ValueError("loop reads a module's while loops: contains must list \"while\" and "
+                             "representation be 'module'")
+        if self.case_chooses_output and ("case" not in self.contains or self.representation != "module"):
+            raise ValueError("case_chooses_output reads a module's cases: contains must list \"case\" and "
+                             "representation be 'module'")
         if self.representation != "module" and self.cases.rows is not None and len(self.cases.rows) != 1:
             raise ValueError("a jaxpr or lowered structure check traces exactly one call")
         return self
@@ -276,6 +301,41 @@ class CustomCheck(_CheckBase):
         return self
 
 
+class EagerCheck(_CheckBase):
+    """`function` called eagerly in the kernel, as the chapter's own cells call it (for code the text
+    prescribes as plain Python, and for what only a call shows): its values against a reference,
+    and/or how many times it calls another function of the namespace. Values come from the
+    student's process (source 'kernel'); a hidden one's failure shows pass or fail only."""
+
+    kind: Literal["eager"] = "eager"
+    function: PythonName
+    cases: Cases
+    reference: PythonName | None = Field(default=None, description="NumPy function in references.py")
+    output: int | None = Field(default=None, ge=0, description="compare only this item of the result")
+    rtol: float = Field(default=1e-5, ge=0)
+    atol: float = Field(default=1e-8, ge=0)
+    same_object: list[list[Annotated[int, Field(ge=0)]]] = Field(default_factory=list, description=(
+        "groups of argument positions passed one object (the first's), as `_w0 = _b0 = jnp.float32(0.0)` "
+        "passes one buffer as w and b; the cases give those positions equal values"))
+    counts: PythonName | None = Field(default=None, description=(
+        "a function of the student's namespace whose calls are counted during each call"))
+    count_argument: int | None = Field(default=None, ge=0, description=(
+        "the argument position whose value the count must equal (num_steps: a Python loop calling step "
+        "num_steps times)"))
+
+    @model_validator(mode="after")
+    def _what_it_judges(self) -> EagerCheck:
+        if not (self.reference or self.counts or self.cases.generator):
+            raise ValueError("needs a reference, counts, or a generator giving expected values")
+        if (self.counts is None) != (self.count_argument is None):
+            raise ValueError("counts and count_argument go together")
+        if self.hidden and self.cases.generator is None:
+            raise ValueError("a hidden check must draw its inputs from a generator")
+        if any(len(group) < 2 or len(set(group)) != len(group) for group in self.same_object):
+            raise ValueError("each same_object group names two or more distinct positions")
+        return self
+
+
 class AnswerCheck(_CheckBase):
     """A written answer (e.g. a quiz): item `key` of the notebook's `name` is one of `accept`."""
 
@@ -287,11 +347,44 @@ class AnswerCheck(_CheckBase):
     accept: list[JsonValue] = Field(min_length=1, description="accepted answers; strings compare case- and space-insensitively")
 
 
-CHECK_SPECS = (InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck)
+CHECK_SPECS = (InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck, EagerCheck)
 """Every kind of check: the one list (grader/checks/ pairs each with its implementation)."""
 CHECK_KINDS = frozenset(spec.model_fields["kind"].default for spec in CHECK_SPECS)
 
 CheckSpec = Annotated[Union[CHECK_SPECS], Field(discriminator="kind")]
+
+
+class ArgumentDomain(_Spec):
+    """The values an argument takes in the domain the exercise's text implies ("any positive a",
+    "num_steps steps"): hidden checks draw from it, and `grade validate` reports it. A draw holds
+    every `values` entry, each edge with its `around` neighbours, both bounds, then random points
+    between the bounds (on `scale`) up to the check's count."""
+
+    argument: Identifier = Field(description="the argument's name in the exercise's text")
+    functions: list[PythonName] = Field(min_length=1, description="the student functions that take it")
+    position: int = Field(ge=0, description="its position in their calls")
+    low: float = Field(description="the smallest value drawn")
+    high: float = Field(description="the largest value drawn (beyond the notebook's, where the text allows)")
+    scale: Literal["linear", "log"] = Field(default="linear", description=(
+        "how random points spread between low and high: 'log' for a range of magnitudes"))
+    integer: bool = Field(default=False, description="whole numbers only (a count)")
+    values: list[float] = Field(default_factory=list, description=(
+        "always drawn, inside or outside [low, high]: 0 and 1 for a count, 0 for a learning rate"))
+    edges: list[float] = Field(default_factory=list, description=(
+        "where the answer changes form (a bracket's start, x0 = 1 below a = 1): drawn on and around"))
+    around: list[float] = Field(default_factory=list, description="offsets drawn beside each edge (absolute)")
+    why: str = Field(min_length=1, description="why these bounds: what the text says, or what was measured")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ArgumentDomain:
+        if self.low > self.high:
+            raise ValueError(f"low {self.low:g} is above high {self.high:g}")
+        if self.scale == "log" and self.low <= 0:
+            raise ValueError("a log scale needs low > 0 (put 0 in values)")
+        if self.integer and not all(float(v).is_integer() for v in [self.low, self.high, *self.values,
+                                                                      *self.edges, *self.around]):
+            raise ValueError("an integer domain takes whole numbers only")
+        return self
 
 
 class ExerciseSpec(_Spec):
@@ -303,6 +396,8 @@ class ExerciseSpec(_Spec):
     checks: list[CheckSpec] = Field(min_length=1)
     equivalent: list[Equivalent] = Field(
         default_factory=list, description="generated mutants that keep full marks on purpose, each with its reason")
+    domains: list[ArgumentDomain] = Field(default_factory=list, description=(
+        "per argument, the domain the text implies: generators that take `domains` draw hidden inputs from it"))
 
     def requirement(self, requirement_id: str) -> Requirement:
         return next(r for r in self.requirements if r.id == requirement_id)
@@ -322,6 +417,19 @@ class ExerciseSpec(_Spec):
         unknown = sorted({f"{c.id} -> {r}" for c in self.checks for r in c.verifies if r not in known})
         if unknown:
             raise ValueError(f"checks verify requirements the exercise does not list: {', '.join(unknown)}")
+        arguments = [d.argument for d in self.domains]
+        if len(set(arguments)) != len(arguments):
+            raise ValueError("one domain per argument within an exercise")
+        called = {getattr(c, f, None) for c in self.checks for f in ("function", "name", "call")}
+        strays = sorted({f"{d.argument} -> {f}" for d in self.domains for f in d.functions if f not in called})
+        if strays:
+            raise ValueError(f"domains name functions no check of the exercise calls: {', '.join(strays)}")
+        domains = {d.argument: d for d in self.domains}
+        for check in self.checks:
+            returns = getattr(check, "returns", None)
+            for cases in (getattr(check, "cases", None), returns.cases if returns is not None else None):
+                if cases is not None:
+                    cases._domains = domains
         return self
 
 

@@ -1,8 +1,10 @@
 """Read a submission (notebook or module) into the code cells the kernel will run.
 
 Only code is taken from a notebook: saved outputs, stale results and fake reports in it are
-never read. Cells tagged `selfcheck` (the template's self-check cells) are skipped: they are for
-the student, and the grader runs the same checks itself. A module is split into its top-level
+never read. Cells tagged `selfcheck` (the template's self-check cells) hold the template's call to
+the self-check, which the grader leaves out: it runs the same checks itself. Code a student wrote
+there besides it is graded like an answer cell's, as Run All in Jupyter would run it, and the
+report says so in a note naming the cell (`SourceCell.notice`). A module is split into its top-level
 statements (or at `# %%` markers when it has them) so that one statement that raises does not stop
 the rest, as with notebook cells; past `MAX_CELLS` consecutive statements are merged.
 
@@ -10,8 +12,10 @@ Everything here is read as hostile data (`read_bytes`): a symbolic link is never
 "a symbolic link, not a submission"), only a regular file is opened (a FIFO, a device or a socket
 is refused without blocking), the size is checked before reading and the read stops one byte past
 `MAX_BYTES`, and every OS error is one plain `SubmissionUnreadable` sentence. A module is read as
-Python reads it: a UTF-8 byte-order mark is dropped and CRLF or lone CR line endings become LF (a
-notebook may have a byte-order mark too). The caps below bound what one submission can cost.
+Python reads it: in the encoding its PEP 263 coding line declares (UTF-8 without one), a byte-order
+mark dropped, CRLF or lone CR line endings made LF; an encoding Python does not know, or bytes that
+are not in it, make the submission unreadable in one sentence (a notebook is UTF-8 JSON, and may
+have a byte-order mark too). The caps below bound what one submission can cost.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import reprlib
 import stat
 import tokenize
@@ -54,6 +59,17 @@ CLAIM_CHARS = 80
 """Most characters of a notebook's `grader.assignment` quoted in a message (a repr, then cut)."""
 
 SKIP_TAG = "selfcheck"
+SELFCHECK_IMPORT = "from grader.selfcheck import check"
+_SELFCHECK_CALL = re.compile(r"""check\(\s*["'](?P<exercise>[\w-]+)["']\s*(?:,\s*["'][\w-]+["']\s*)?\)""")
+"""The template's call (`check("tax", "ch2-jit")`), as written or with its assignment left out."""
+
+
+def selfcheck_source(exercise: str, assignment: str) -> str:
+    """What the template's self-check cell of an exercise holds (scripts/make_notebooks.py writes
+    it): the lines the grader leaves out of a cell tagged `selfcheck`."""
+    return f'{SELFCHECK_IMPORT}\ncheck("{exercise}", "{assignment}")'
+
+
 SUFFIXES = {".ipynb": "notebook", ".py": "module"}
 SYMLINK = "a symbolic link, not a submission"
 
@@ -73,6 +89,9 @@ class SourceCell(BaseModel):
     number: int | None = Field(default=None, description=(
         "a notebook's cells as Jupyter numbers them after Run All: the code cells that run, from 1 "
         "(`index` counts markdown cells too)"))
+    notice: str | None = Field(default=None, description=(
+        "what the report says of this cell whatever it does, after the cell's name (a self-check cell "
+        "the student wrote code in: graded, its self-check call left out)"))
 
 
 class Submission(BaseModel):
@@ -212,16 +231,41 @@ def _kind(path: str | os.PathLike[str]) -> Literal["notebook", "module"]:
 
 
 def _decode(data: bytes, shown: str, kind: str) -> str:
-    """Text as Python reads a module: BOM dropped, CRLF and lone CR made LF (a notebook: BOM only)."""
+    """Text as Python reads a module: in its PEP 263 encoding, BOM dropped, CRLF and lone CR made
+    LF (a notebook: UTF-8, BOM dropped)."""
+    encoding = _module_encoding(data, shown) if kind == "module" else "utf-8"
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     try:
-        text = data.decode("utf-8")
+        text = data.decode(encoding)
     except UnicodeDecodeError:
-        raise SubmissionUnreadable(shown, "is not UTF-8 text") from None
+        raise SubmissionUnreadable(shown, "is not UTF-8 text" if encoding == "utf-8" else
+                                   f"is not {encoding} text, the encoding its coding line declares") from None
+    except LookupError:  # a codec found by detect_encoding that cannot decode (a text transform)
+        raise SubmissionUnreadable(shown, f"declares the encoding {encoding!r}, which Python cannot read "
+                                          "source in") from None
     if kind == "module":
         text = _newlines(text)
     return text
+
+
+def _module_encoding(data: bytes, shown: str) -> str:
+    """The encoding Python reads a module's bytes in (tokenize.detect_encoding: a PEP 263 coding
+    line in the first two lines, a UTF-8 byte-order mark, else UTF-8), as a codec name for the
+    bytes without their byte-order mark."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)  # reads two lines at most
+    except SyntaxError as exc:
+        reason = str(exc.msg if hasattr(exc, "msg") else exc)
+        if reason.startswith("encoding problem"):
+            raise SubmissionUnreadable(shown, "cannot be read as Python source: it starts with a UTF-8 byte-order "
+                                              "mark, and its coding line declares another encoding") from None
+        if not reason.startswith("unknown encoding"):
+            return "utf-8"  # bytes that are not UTF-8 and no coding line: the decoding says so
+        shown_reason = reason[:80] + ("…" if len(reason) > 80 else "")
+        raise SubmissionUnreadable(shown, f"cannot be read as Python source ({shown_reason}): its coding "
+                                          "line must name an encoding Python knows, e.g. utf-8") from None
+    return "utf-8" if encoding == "utf-8-sig" else encoding
 
 
 def _newlines(text: str) -> str:
@@ -291,21 +335,44 @@ def _notebook_cells(text: str, shown: str) -> tuple[list[SourceCell], str | None
             continue
         metadata = cell.get("metadata")
         tags = metadata.get("tags") if isinstance(metadata, dict) else None
-        if isinstance(tags, list) and SKIP_TAG in tags:
-            continue
         source = cell.get("source", "")
         if isinstance(source, list) and all(isinstance(s, str) for s in source):
             source = "".join(source)
         if not isinstance(source, str):
             raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook (cell {i + 1}'s source "
                                               "is not text)")
+        notice = None
+        if isinstance(tags, list) and SKIP_TAG in tags:
+            source, notice = _own_code(_newlines(source))
         if source.strip():
             source = _newlines(source)
             chars += len(source)
             if chars > MAX_SOURCE_CHARS:
                 raise SubmissionUnreadable(shown, _too_much_code(chars))
-            cells.append(SourceCell(index=i, source=source, number=len(cells) + 1))
+            cells.append(SourceCell(index=i, source=source, number=len(cells) + 1, notice=notice))
     return cells, hint
+
+
+def _own_code(source: str) -> tuple[str, str | None]:
+    """A self-check cell's code without the template's lines (its import of the self-check and its
+    unindented `check("exercise", "assignment")` calls, each left as an empty line so that line
+    numbers stay the cell's), and the note the report gives when something is left."""
+    exercises = []
+    lines = _lines(source)
+    for n, line in enumerate(lines):
+        text = line.strip()
+        call = _SELFCHECK_CALL.fullmatch(text)
+        if line[:1].isspace() or not (text == SELFCHECK_IMPORT or call):
+            continue
+        if call:
+            exercises.append(call["exercise"])
+        lines[n] = "\n" if line.endswith("\n") else ""
+    kept = "".join(lines)
+    if not kept.strip():
+        return "", None
+    which = f"exercise {exercises[0]}'s self-check cell" if exercises else "a self-check cell"
+    return kept, (f"is {which}: the code you wrote there was graded like an answer cell's, without the "
+                  "self-check call (the grader runs the same checks); answers belong in the answer cell above it")
 
 
 # ---------------------------------------------------------------------------- modules

@@ -6,9 +6,10 @@ with "not answered yet" on every exercise; every hand-written mutant (`assignmen
 fails exactly the checks its header declares; every mutant the grader derives from the reference
 and the interface (`grader.mutation`) loses points on its exercise, unless the spec declares it
 equivalent with a reason; every honest variant keeps full marks; and every check is failed by
-some mutant, so no check is one that cannot fail. Everything is graded through the batch path
-(warm kernels, the sandbox; a derived mutant on the exercises it changes alone, where its kill is
-read), and the kill matrix (mutant x check) is kept for the outputs.
+some mutant, so no check is one that cannot fail. Per exercise it reports the domain each declared
+argument is drawn from and what the derived `overfit` and `lookalike` families killed. Everything
+is graded through the batch path (warm kernels, the sandbox; a derived mutant on the exercises it
+changes alone, where its kill is read), and the kill matrix (mutant x check) is kept for the outputs.
 
 A hand-written mutant is a Python file whose first lines are
 
@@ -38,7 +39,9 @@ from grader import executables
 from grader.assignment import Assignment, reference_solutions
 from grader.errors import GraderError, SpecInvalid
 from grader.faults import is_internal, one_line
+from grader.domains import describe
 from grader.inert import MESSAGE_LIMIT, name, terminal
+from grader.mutation import overfit
 from grader.mutation.families import FAMILIES, DerivedMutant, Family, derive_mutants
 from grader.mutation.interface import Interface, derive
 from grader.mutation.introspect import ReferenceFacts, introspect
@@ -77,12 +80,60 @@ class MatrixRow(BaseModel):
     equivalent: str | None = Field(default=None, description="the spec's reason, when declared equivalent")
 
 
+REPORTED_FAMILIES: tuple[Family, ...] = ("overfit", "lookalike")  # reported per exercise
+
+
+class DomainReport(BaseModel):
+    """Where one argument's hidden values are drawn from (the spec's `[[exercises.domains]]`)."""
+
+    argument: str
+    functions: list[str]
+    position: int
+    drawn_from: str = Field(description="the domain in one line: bounds, scale, fixed values, edges")
+    why: str
+
+
+class FamilyTally(BaseModel):
+    """One derived family's mutants of one exercise, by verdict."""
+
+    killed: list[str] = Field(default_factory=list)
+    equivalent: list[str] = Field(default_factory=list)
+    survived: list[str] = Field(default_factory=list)
+
+
+class ExerciseCoverage(BaseModel):
+    """Per exercise: the domain each declared argument is drawn from, and what the derived
+    overfit and look-alike families it was validated against did."""
+
+    exercise: str
+    domains: list[DomainReport] = Field(default_factory=list)
+    families: dict[str, FamilyTally] = Field(default_factory=dict)
+
+    @property
+    def item(self) -> str:
+        return exercise_item(self.exercise)
+
+    def line(self) -> str:
+        domains = "; ".join(f"{d.drawn_from} ({', '.join(d.functions)})" for d in self.domains) or "no domain declared"
+        tallies = [f"{family} killed {len(t.killed)} of {len(t.killed) + len(t.survived) + len(t.equivalent)}"
+                   + (f" ({len(t.equivalent)} equivalent)" if t.equivalent else "")
+                   + (f", survivors {', '.join(t.survived)}" if t.survived else "")
+                   for family, t in self.families.items()]
+        return f"{domains}; " + ("; ".join(tallies) or "no overfit or lookalike mutant derived")
+
+
+def exercise_item(exercise: str) -> str:
+    return f"exercise {exercise}: domains drawn from, overfit and lookalike families"
+
+
 class AssignmentValidation(BaseModel):
     assignment: str
     rows: list[Row]
     checks: list[str] = Field(default_factory=list, description="every check id, the matrix's columns")
     matrix: list[MatrixRow] = Field(default_factory=list)
     generated: dict[str, int] = Field(default_factory=dict, description="derived mutants per family")
+    exercises: list[ExerciseCoverage] = Field(default_factory=list, description=(
+        "per exercise: the domain each argument is drawn from, the overfit and lookalike families' verdicts"))
 
 
 class Validation(BaseModel):
@@ -176,7 +227,9 @@ def derived_mutants(loaded: Assignment, reference: Path, families: set[str] | No
     """Every mutant and honest variant derived from the assignment's spec and reference."""
     interface = derive(loaded, SEED)
     text = reference.read_text(encoding="utf-8")
-    made = derive_mutants(text, interface, _reference_facts(text, interface))
+    facts = _reference_facts(text, interface)
+    with overfit.sampled(overfit.sampling(loaded, SEED)):  # what the visible checks sample, from the spec
+        made = derive_mutants(text, interface, facts)
     return [m for m in made if families is None or m.family in families]
 
 
@@ -222,6 +275,7 @@ class _Validator:
         self.rows: list[Row] = []
         self.matrix: list[MatrixRow] = []
         self.generated: dict[str, int] = {}
+        self.exercises: list[ExerciseCoverage] = []
         self.check_ids: list[str] = []
         self._on_row = on_row
         self._on_status = on_status
@@ -254,7 +308,7 @@ class _Validator:
 
     def result(self) -> AssignmentValidation:
         return AssignmentValidation(assignment=self.name, rows=self.rows, checks=self.check_ids,
-                                    matrix=self.matrix, generated=self.generated)
+                                    matrix=self.matrix, generated=self.generated, exercises=self.exercises)
 
     def plan(self) -> tuple[Assignment, list[_Item]] | None:
         """The assignment and what will be graded (None when its spec does not load)."""
@@ -289,6 +343,7 @@ class _Validator:
         if self._grading_failed:
             return self.result()
         self._stale_declarations(loaded, items)
+        self._per_exercise(loaded)
         uncovered = set(self.check_ids) - seen_failing
         mutants = sum(1 for i in items if i.kind in ("mutant", "derived"))
         self.row(COVERAGE_ITEM, not uncovered,
@@ -500,6 +555,22 @@ class _Validator:
                      "no derived mutant is called " + ", ".join(unknown), kind="derived")
 
 
+    def _per_exercise(self, loaded: Assignment) -> None:
+        """One row per exercise: its declared domains and its overfit and lookalike verdicts."""
+        for exercise in loaded.spec.exercises:
+            coverage = ExerciseCoverage(exercise=exercise.id, domains=[
+                DomainReport(argument=d.argument, functions=list(d.functions), position=d.position,
+                             drawn_from=describe(d), why=d.why) for d in exercise.domains])
+            for row in self.matrix:
+                if row.family in REPORTED_FAMILIES and exercise.id in row.exercises:
+                    tally = coverage.families.setdefault(row.family, FamilyTally())
+                    verdict = tally.equivalent if row.equivalent else tally.survived if row.survived else tally.killed
+                    verdict.append(row.mutant)
+            self.exercises.append(coverage)
+            survivors = [m for t in coverage.families.values() for m in t.survived]
+            self.row(coverage.item, not survivors, coverage.line(), kind="coverage")
+
+
 def _equivalences(loaded: Assignment) -> dict[str, str]:
     return {e.mutant: e.reason for ex in loaded.spec.exercises for e in ex.equivalent}
 
@@ -515,7 +586,8 @@ def planned_items(assignment_name: str, families: set[str] | None = None) -> lis
         planned = validator.plan()
         keys = [r.item for r in validator.rows]
         if planned is not None:
-            keys += [i.key for i in planned[1]] + [COVERAGE_ITEM]
+            keys += [i.key for i in planned[1]] + [exercise_item(e.id) for e in planned[0].spec.exercises]
+            keys += [COVERAGE_ITEM]
         return list(dict.fromkeys(keys))
 
 

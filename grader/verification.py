@@ -43,6 +43,7 @@ def _outcome(result: VerifierResult | None, start: int, count: int) -> RunOutcom
         printed = result.facts.fingerprint
         facts = ModuleFacts(ops=list(result.facts.ops), custom_calls=list(result.facts.custom_calls),
                             inputs=len(result.facts.in_avals), op_count=result.facts.op_count,
+                            constructs=result.facts.constructs,
                             digest=printed.digest if printed else None,
                             shingles=list(printed.shingles) if printed else [])
     if result.status != "ok":

@@ -2,7 +2,8 @@
 
 For every assignment folder with a `notebook.toml` (texts: intro, setup cell, one markdown text
 per exercise), the template is: intro, setup, then per exercise its text, an empty answer cell
-and a self-check cell (tagged `selfcheck`, skipped by `grade`); the solution notebook is the same
+and a self-check cell (tagged `selfcheck`: `grade` leaves its lines out and grades anything else a
+student writes there, with a note); the solution notebook is the same
 with the answer cells filled from solutions/<id>.py's `# %% [exercise]` sections. Run
 `python scripts/make_notebooks.py` after editing either; tests fail when committed notebooks are
 stale.
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from grader.submission import selfcheck_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +40,7 @@ def build(assignment: str, texts: dict, answers: dict[str, str] | None) -> nbfor
         nb.cells.append(new_markdown_cell(text.strip()))
         answer = answers[exercise] if answers else f"# Your answer: exercise {exercise}\n"
         nb.cells.append(new_code_cell(answer))
-        selfcheck = new_code_cell(f'from grader.selfcheck import check\ncheck("{exercise}", "{assignment}")')
+        selfcheck = new_code_cell(selfcheck_source(exercise, assignment))  # the lines `grade` leaves out
         selfcheck.metadata["tags"] = ["selfcheck"]
         nb.cells.append(selfcheck)
     for i, cell in enumerate(nb.cells):  # stable ids keep regenerated files byte-identical

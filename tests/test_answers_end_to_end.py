@@ -6,6 +6,7 @@ from tests/fixtures/submissions/, graded end to end in a real kernel.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from grader import GradeOptions, Report
@@ -91,3 +92,75 @@ def test_observation_shaped_output_of_the_student_s_own_cells_is_ignored(submiss
     assert report.status == "graded"
     assert tax["tax.switch_visible"].status == "failed", tax["tax.switch_visible"].message
     assert {e.id: e.score for e in report.exercises}["newton"] == 25
+
+
+# ----------------------------------------------------------------------------- answers in every form the text allows
+
+
+@pytest.mark.parametrize("form", [
+    "predictions",  # the JAX bool array the fixture defines
+    "np.asarray(predictions)",
+    "tuple(np.bool_(v) for v in np.asarray(predictions))",
+    "[int(v) for v in np.asarray(predictions)]",
+])
+def test_predictions_in_any_form_of_a_list_of_8_bools_keep_full_marks(submission_from_reference, tmp_path, form) -> None:
+    path = submission_from_reference("setup", "tax", "newton", "predictions_in_other_forms.py", "training")
+    path.write_text(path.read_text() + f"\n\n# %% [another form]\nimport numpy as np\npredictions = {form}\n")
+    report = grade(path)
+    assert not_passed(report) == {} and report.score == 100
+
+
+def _predictions(value) -> dict:
+    from grader.values import from_wire, to_wire
+
+    return {"predictions": from_wire(to_wire(value))}
+
+
+@pytest.mark.parametrize("value", [
+    np.asarray([True, False, True, True, True, True, True, True]),
+    (True, False, True, True, True, True, True, True),
+    [np.bool_(True), np.bool_(False), *[np.bool_(True)] * 6],
+    [1, 0, 1, 1, 1, 1, 1, 1],
+])
+def test_a_bool_like_sequence_of_8_is_judged_item_by_item(value) -> None:
+    from grader.assignment import load
+
+    checks = load("ch2-jit").checks
+    assert all(checks.detective_call(_predictions(value), call).passed for call in range(1, 9))
+
+
+@pytest.mark.parametrize("value, detail", [
+    ([1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "item 1 of predictions is not True/False"),  # a float is no bool
+    ([2, 0, 1, 1, 1, 1, 1, 1], "item 1 of predictions is not True/False"),
+    (["True", "False", "True", "True", "True", "True", "True", "True"], "item 1 of predictions is not True/False"),
+    (np.ones((8, 1), dtype=bool), "not a list"),
+    ([True] * 7, "7 items"),
+    ({i: True for i in range(8)}, "not a list"),
+])
+def test_what_is_not_a_sequence_of_8_bool_likes_says_so(value, detail) -> None:
+    from grader.assignment import load
+
+    verdict = load("ch2-jit").checks.detective_call(_predictions(value), 1)
+    assert not verdict.passed and detail in (verdict.detail or "")
+
+
+@pytest.mark.parametrize("value, key, accept, passes", [
+    (np.asarray([True, False]), 1, [False], True),  # an item of a NumPy bool array
+    ((True, False), 0, [True], True),
+    ([1, 0], 0, [True], True),  # 0 and 1 are bool-like
+    ([1.0, 0.0], 0, [True], False),  # 1.0 is not
+    ({"1": " b "}, 1, ["B"], True),  # strings: case and spaces aside
+])
+def test_answer_checks_take_every_form_of_a_sequence_and_of_a_bool(value, key, accept, passes) -> None:
+    from grader.checks import Context, Planner, Seen
+    from grader.checks.answer import AnswerCheckImpl
+    from grader.probe.protocol import Observation, ValuesResult
+    from grader.spec import AnswerCheck
+    from grader.values import to_wire
+
+    spec = AnswerCheck(id="q", title="q", points=1, message="wrong", name="answers", key=key, accept=accept)
+    check = AnswerCheckImpl("quiz.q", spec, Context(assignment=None, seed=0, planner=Planner()))  # type: ignore[arg-type]
+    (request,) = check.requests()
+    seen = Seen(observations={request.id: Observation(id=request.id, status="ok",
+                                                      result=ValuesResult(op="value", values=[to_wire(value)]))})
+    assert (check.judge(seen).status == "passed") is passes

@@ -371,3 +371,102 @@ def test_validate_grades_a_derived_mutant_on_its_exercises_and_the_rest_whole(mo
     assert graded_on["mutant tax_switch_with_select"] is None
     assert graded_on["solutions/ch2-jit.py scores full marks"] is None
     assert any(key.startswith("template") and on is None for key, on in graded_on.items())
+
+
+# ----------------------------------------------------------------------------- overfit (grader/mutation/overfit.py)
+
+HIDDEN_K = """
+[[exercises.checks]]
+kind = "numeric"
+id = "hidden"
+verifies = ["values"]
+title = "scale on hidden k"
+points = 2
+hidden = true
+hint = "any k"
+message = "scale(x, k) should return k * x for any k"
+function = "scale"
+reference = "scale"
+public = [1]
+rtol = 1e-5
+atol = 1e-6
+cases.generator = "{generator}"
+
+[[exercises.domains]]
+argument = "k"
+functions = ["scale"]
+position = 1
+low = -100.0
+high = 100.0
+values = [0.0]
+why = "any k"
+"""
+
+K_GENERATORS = '''
+
+from grader.domains import draw
+
+
+def inside(rng):
+    """k only where the visible rows put it: an overfit generator."""
+    return [(np.asarray([1.0, 2.0], np.float32), float(k)) for k in rng.uniform(0.5, 3.0, size=4)]
+
+
+def drawn(rng, domains):
+    return [(np.asarray([1.0, 2.0], np.float32), float(k)) for k in draw(domains["k"], rng, 5)]
+'''
+
+
+def overfit_spec(generator: str) -> str:
+    return HEAD.format(points=8) + VALUES.format(rows=VARIED, rtol=1e-5, atol=1e-6) + \
+        HIDDEN_K.format(generator=generator)
+
+
+def _tiny_with_k_domain(tiny, generator: str) -> Path:
+    traced_k = ('\n[[exercises.requirements]]\nid = "traced_k"\n'
+                'text = "k stays traced: new values of k do not recompile scale"\n')
+    folder = tiny(overfit_spec(generator).replace(traced_k, ""))
+    with (folder / "references.py").open("a") as refs:
+        refs.write(K_GENERATORS)
+    return folder
+
+
+def test_overfit_mutants_are_derived_for_a_declared_argument_from_what_the_visible_checks_sample(tiny) -> None:
+    from grader.mutation import overfit
+
+    _tiny_with_k_domain(tiny, "drawn")
+    assert not [m for m in _derived(Path()) if m.family == "overfit"]  # no spec read: none
+    loaded = assignments.load("tiny")
+    sampling = overfit.sampling(loaded, 1)
+    k = sampling.functions["scale"].arguments[0]
+    assert (k.position, k.seen) == (1, [0.5, 2.0, 3.0])
+    assert sampling.functions["scale"].hidden_checks == ["scale.hidden"]
+    with overfit.sampled(sampling):
+        made = {m.name: m for m in _derived(Path()) if m.family == "overfit"}
+    assert set(made) == {"scale.arg1_clipped", "scale.visible_special_cased"}  # no loop in scale's checks
+    assert made["scale.arg1_clipped"].expected == ["scale.hidden"]
+    assert "_clip(args[1], 0.5, 3.0)" in made["scale.arg1_clipped"].submission
+    for mutant in made.values():
+        compile(mutant.submission, mutant.name, "exec")
+
+
+@pytest.mark.kernel
+def test_an_argument_clipped_survives_hidden_inputs_drawn_inside_the_visible_range(tiny) -> None:
+    """Weakened: the hidden check draws k where the visible rows do; drawn from k's domain, the
+    same mutant is killed. Validate reports the domain and the family per exercise."""
+    _tiny_with_k_domain(tiny, "inside")
+    weak = validate_all(["tiny"], workers=1, families={"overfit"})
+    clipped = _row(weak, "derived scale.arg1_clipped")
+    assert not clipped.ok and "SURVIVES" in clipped.detail and "scale.hidden" in clipped.detail
+    assert _row(weak, "derived scale.visible_special_cased").ok  # a random k is no visible one
+    survivors = _row(weak, "exercise scale: domains drawn from, overfit and lookalike families")
+    assert not survivors.ok and "survivors scale.arg1_clipped" in survivors.detail
+    folder = assignments.assignments_dir() / "tiny"
+    (folder / "assignment.toml").write_text((folder / "assignment.toml").read_text().replace('"inside"', '"drawn"'))
+    strong = validate_all(["tiny"], workers=1, families={"overfit"})
+    assert _row(strong, "derived scale.arg1_clipped").ok
+    coverage = strong.assignments[0].exercises[0]
+    assert coverage.domains[0].drawn_from == "k in [-100, 100] (linear), and 0"
+    assert coverage.families["overfit"].killed == ["scale.arg1_clipped", "scale.visible_special_cased"]
+    row = _row(strong, "exercise scale: domains drawn from, overfit and lookalike families")
+    assert row.ok and "k in [-100, 100]" in row.detail and "overfit killed 2 of 2" in row.detail

@@ -25,6 +25,7 @@ from grader.kernel import Kernel
 from grader.pipeline import grade_one
 from grader.probe.protocol import ExportResult, Observation
 from grader.sandbox import SandboxPolicy, available
+from fake_modules import working
 from warm_grading import grade_warm
 
 SEED = 5
@@ -157,7 +158,8 @@ def seen_with(check: Check, answer: Callable[[tuple], list], *, inputs: Callable
     for case, (export_id, _) in [*zip(program.cases, program._where), *zip(program.beyond, program._beyond_where)]:
         calls.setdefault(export_id, []).append([np.asarray(v) for v in answer(case.args)])
     for export_id, run in program._runs.items():
-        facts = ModuleFacts(ops=["case", "while", "add"], custom_calls=[], inputs=inputs(len(run.export.args)))
+        facts = ModuleFacts(ops=["case", "while", "add"], custom_calls=[], inputs=inputs(len(run.export.args)),
+                            constructs=working(("case", "while")))
         seen.runs[id(run)] = RunOutcome(status="ok", facts=facts, values=calls.get(export_id, []), judged=True)
     return seen
 
@@ -205,11 +207,18 @@ def test_a_borrowed_decoy_trace_earns_no_structure_points(tmp_path, reference_se
 
 
 def test_structure_and_compile_evidence_reaches_beyond_the_notebook(ch2) -> None:
-    """A structure check of literal rows is also run on the hidden checks' draws of the same
-    function (on its own modules: no new export); a compile check's own cases are drawn."""
+    """A structure check of literal rows is also run on the notebook's examples and the hidden
+    checks' draws of the same function (on its own modules: no new export), the examples first,
+    marked as such (grader/checks/evidence.py compares the two); a compile check's own cases are
+    drawn."""
+    from grader.checks.program import NotebookExample
+
     uses_while, compiles = make(ch2, "newton.uses_while"), make(ch2, "newton.compiles_once")
-    hidden = make(ch2, "newton.hidden")
-    assert [c.args for c in program_of(uses_while).beyond] == [c.args for c in hidden.cases]
+    hidden, visible = make(ch2, "newton.hidden"), make(ch2, "newton.visible")
+    beyond = program_of(uses_while).beyond
+    examples = [c for c in beyond if isinstance(c, NotebookExample)]
+    assert [c.args for c in beyond if c not in examples] == [c.args for c in hidden.cases]
+    assert {c.args for c in examples} >= {c.args for c in visible.cases} and beyond[:len(examples)] == examples
     assert len(program_of(uses_while).exports) == 1
     assert program_of(compiles).beyond == []  # drawn per run already
     assert program_of(make(ch2, "tax.switch_uses_cond")).beyond  # tax_scalars' draws
@@ -227,13 +236,18 @@ def test_a_table_of_the_notebook_s_answers_is_no_evidence_and_no_hidden_input_is
         assert check.judge(seen_with(check, newton_answer)).status == "passed"
         outcome = check.judge(seen_with(check, table))  # judged=True: a value check runs the same module
         assert outcome.status == "failed" and outcome.cause == "values", outcome
-        assert "does not compute the right values" in (outcome.message or "")
+        assert "computes the right values for too few inputs, or only for the notebook's examples" in (
+            outcome.message or "")
     uses_while = make(ch2, "newton.uses_while")
     outcome = uses_while.judge(seen_with(uses_while, table))
-    assert outcome.message and outcome.message.endswith("beyond the notebook's examples")
+    assert outcome.message and outcome.message.endswith("only for the notebook's examples")
     assert outcome.counterexample  # the hidden call, for the instructor only
+    from grader.checks.program import NotebookExample
+
+    told = outcome.message.removeprefix(uses_while.spec.message)  # the instructor's text may hold a "1"
     for case in program_of(uses_while).beyond:
-        assert f"{case.args[0]:.6g}"[:6] not in outcome.message
+        if not isinstance(case, NotebookExample):  # a hidden draw
+            assert f"{case.args[0]:.6g}"[:6] not in told
 
 
 @pytest.mark.kernel

@@ -164,5 +164,5 @@ def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_r
             os.environ["JUPYTER_PATH"] = kept
     shown = ["".join(o.get("text", "") for o in c.outputs) for c in notebook.cells
              if "selfcheck" in c.metadata.get("tags", [])]
-    assert [s.splitlines()[0].rsplit(": ", 1)[-1] for s in shown] == ["18 / 25", "17 / 25", "0 / 20", "13 / 30"]
+    assert [s.splitlines()[0].rsplit(": ", 1)[-1] for s in shown] == ["18 / 25", "17 / 25", "0 / 20", "15 / 30"]
     assert all(s.startswith("⏳ ") and "✗" not in s for s in shown), shown

@@ -500,3 +500,110 @@ def test_a_python_loop_s_count_is_baked_alone_and_its_learning_rate_stays_an_inp
     assert first["baked"] == second["baked"] == [2]
     assert first["module"] == second["module"]
     assert export(branchy, 0.25)["baked"] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- counted calls, one object twice
+
+
+def _loop_namespace() -> dict:
+    ns: dict = {}
+    exec(  # noqa: S102 - a notebook's functions read each other as globals
+        "import jax\nfrom jax import lax\n"
+        "@jax.jit\ndef step(w, b):\n    return w + 1, b - 1\n"
+        "def python_loop(w, b, n):\n    for _ in range(n):\n        w, b = step(w, b)\n        print(float(w))\n"
+        "    return w, b\n"
+        "def fori(w, b, n):\n    return lax.fori_loop(0, n, lambda i, wb: step(*wb), (w, b))\n", ns)
+    return ns
+
+
+@pytest.mark.parametrize("target, counts", [("python_loop", [0, 1, 5]), ("fori", [1, 1, 1])])
+def test_a_python_loop_calls_step_once_per_step_and_a_fori_loop_traces_it_once(target, counts) -> None:
+    ns = _loop_namespace()
+    step = ns["step"]
+    calls = [{"args": [array(0.0), array(0.0), py(n)]} for n in (0, 1, 5)]
+    raw = observe("call", ns, target=target, calls=calls, count_calls="step")
+    assert raw["status"] == "ok", raw
+    assert raw["result"]["counts"] == counts
+    assert ns["step"] is step  # the student's function is put back
+
+
+def test_counting_a_name_that_is_not_defined_is_not_answered_yet() -> None:
+    ns = _loop_namespace()
+    del ns["step"]
+    raw = observe("call", ns, target="python_loop", calls=[{"args": [array(0.0), array(0.0), py(1)]}],
+                  count_calls="step")
+    assert raw["status"] == "missing" and raw["detail"] == "step"
+
+
+def test_the_counted_function_is_put_back_even_when_the_call_raises() -> None:
+    ns = _loop_namespace()
+    step = ns["step"]
+    raw = observe("call", ns, target="python_loop", calls=[{"args": [py("w"), py("b"), py(2)]}], count_calls="step")
+    assert raw["status"] == "raised" and ns["step"] is step
+
+
+def test_a_call_without_counting_reports_no_counts() -> None:
+    raw = observe("call", _loop_namespace(), target="python_loop", calls=[{"args": [array(0.0), array(0.0), py(1)]}])
+    assert raw["status"] == "ok" and "counts" not in raw["result"]
+
+
+def test_same_as_passes_one_object_for_two_arguments_and_across_calls() -> None:
+    seen: list = []
+
+    def keep(w, b):
+        seen.append((w, b))
+        return w
+
+    calls = [{"args": [array(0.0), array(0.0)], "same_as": {"1": {"call": 0, "arg": 0}}},
+             {"args": [{"t": "none"}, array(2.0)], "same_as": {"0": {"call": 0, "arg": 1}}}]
+    assert observe("call", {"keep": keep}, target="keep", calls=calls)["status"] == "ok"
+    (w0, b0), (w1, b1) = seen
+    assert w0 is b0 and w1 is w0 and b1 is not w0
+
+
+@pytest.mark.parametrize("same_as", [{"1": {"call": 0, "arg": 1}}, {"0": {"call": 1, "arg": 0}}, {"1": {"call": 0, "arg": 5}}])
+def test_same_as_must_name_an_earlier_argument(same_as) -> None:
+    raw = observe("call", {"f": lambda w, b: w}, target="f",
+                  calls=[{"args": [array(0.0), array(0.0)], "same_as": same_as}])
+    assert raw["status"] == "raised" and raw["raised"]["ename"] == "ValueError"
+
+
+def test_a_function_that_donates_both_buffers_cannot_take_one_buffer_twice() -> None:
+    """The chapter's cell passes `_w0 = _b0 = jnp.float32(0.0)`: XLA refuses to donate it twice."""
+    donating = jax.jit(lambda w, b: (w + 1, b + 1), donate_argnums=(0, 1))
+    apart = [{"args": [array(0.0), array(0.0)]}]
+    together = [{"args": [array(0.0), array(0.0)], "same_as": {"1": {"call": 0, "arg": 0}}}]
+    assert observe("call", {"f": donating}, target="f", calls=apart)["status"] == "ok"
+    assert observe("call", {"f": donating}, target="f", calls=together)["status"] == "raised"
+
+
+def test_a_loop_that_calls_a_jit_of_step_by_another_name_calls_step() -> None:
+    """`fast_step = jax.jit(step)`, or the plain function under a jitted step: the same step."""
+    ns: dict = {}
+    exec(  # noqa: S102 - a notebook's functions
+        "import jax\n"
+        "def step(w):\n    return w + 1\n"
+        "fast_step = jax.jit(step)\n"
+        "def loop(w, n):\n    for _ in range(n):\n        w = fast_step(w)\n    return w\n"
+        "def private_copy(w):\n    return w + 1\n"
+        "def loop_elsewhere(w, n):\n    for _ in range(n):\n        w = private_copy(w)\n    return w\n", ns)
+    fast, step = ns["fast_step"], ns["step"]
+    calls = [{"args": [array(0.0), py(n)]} for n in (0, 3)]
+    assert observe("call", ns, target="loop", calls=calls, count_calls="step")["result"]["counts"] == [0, 3]
+    assert ns["fast_step"] is fast and ns["step"] is step
+    assert observe("call", ns, target="loop_elsewhere", calls=calls, count_calls="step")["result"]["counts"] == [0, 0]
+
+
+def test_step_is_counted_in_the_globals_the_loop_reads_when_the_namespace_is_a_copy(tmp_path) -> None:
+    """`runpy.run_path` (the pack's self-check of a module) returns a copy of the module's globals."""
+    import runpy
+
+    module = tmp_path / "answers.py"
+    module.write_text("def step(w):\n    return w + 1\n"
+                      "def loop(w, n):\n    for _ in range(n):\n        w = step(w)\n    return w\n")
+    ns = runpy.run_path(str(module))
+    step, module_globals = ns["step"], ns["loop"].__globals__
+    assert module_globals is not ns
+    raw = observe("call", ns, target="loop", calls=[{"args": [array(0.0), py(4)]}], count_calls="step")
+    assert raw["result"]["counts"] == [4]
+    assert ns["step"] is step and module_globals["step"] is step

@@ -257,6 +257,31 @@ def test_non_utf8_bytes(tmp_path: Path, suffix: str) -> None:
     assert unreadable(path).reason == "is not UTF-8 text"
 
 
+@pytest.mark.parametrize("header, body, encoding", [
+    ("# -*- coding: latin-1 -*-\n", "x = 'café'\n", "latin-1"),
+    ("#!/usr/bin/env python\n# vim: set fileencoding=cp1252 :\n", "x = 'café €'\n", "cp1252"),
+    ("\ufeff# coding: utf-8\n", "x = 'café'\n", "utf-8"),
+], ids=["latin-1", "cp1252-second-line", "bom-and-utf-8"])
+def test_a_module_is_read_in_the_encoding_its_coding_line_declares(tmp_path: Path, header: str, body: str,
+                                                                  encoding: str) -> None:
+    path = tmp_path / "coded.py"
+    path.write_bytes((header + body).encode(encoding))
+    source = "".join(c.source for c in read_submission(path).cells)
+    assert source == header.lstrip("\ufeff") + body  # as tokenize.open reads it, the byte-order mark dropped
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"# coding: klingon\nx = 1\n", "unknown encoding: klingon"),
+    (b"\xef\xbb\xbf# coding: latin-1\nx = 1\n", "byte-order mark, and its coding line declares another"),
+    (b"# coding: rot13\nx = 1\n", "declares the encoding 'rot13', which Python cannot read"),
+    (b"# coding: ascii\nx = '\xe9'\n", "is not ascii text, the encoding its coding line declares"),
+], ids=["unknown", "bom-beside-another", "not-a-text-encoding", "bytes-outside-it"])
+def test_an_encoding_python_cannot_read_is_one_sentence(tmp_path: Path, data: bytes, reason: str) -> None:
+    path = tmp_path / "coded.py"
+    path.write_bytes(data)
+    assert reason in unreadable(path).reason
+
+
 def test_nul_bytes_in_a_module(tmp_path: Path) -> None:
     path = tmp_path / "binary.py"
     path.write_bytes(b"x = 1\n\x00\x00\x00")
@@ -500,6 +525,14 @@ def test_cli_one_notebook_naming_a_path_exits_2_with_one_line(tmp_path: Path) ->
 def test_bom_and_crlf_reference_module_scores_100(tmp_path: Path, reference_source: str) -> None:
     path = tmp_path / "ch2-jit.py"
     path.write_bytes((BOM + reference_source).replace("\n", "\r\n").encode("utf-8"))
+    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=3))
+    assert (report.score, report.max_score, report.cell_problems) == (100, 100, [])
+
+
+@pytest.mark.kernel
+def test_a_latin_1_reference_module_scores_100(tmp_path: Path, reference_source: str) -> None:
+    path = tmp_path / "ch2-jit.py"
+    path.write_bytes(("# -*- coding: latin-1 -*-\n# Exercices corrigés, été\n" + reference_source).encode("latin-1"))
     report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=3))
     assert (report.score, report.max_score, report.cell_problems) == (100, 100, [])
 

@@ -99,6 +99,7 @@ def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
         "template scores 0, every exercise 'not answered yet'": True,
         "mutant new_jit_each_call": True,
         "mutant wrong_values": True,
+        "exercise double: domains drawn from, overfit and lookalike families": True,
         "every check can fail": True,
     }
     # and through the command line: a table and exit 0
@@ -182,3 +183,33 @@ def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Pat
     solution = rows["solutions/tiny.py scores full marks"]
     assert not solution.ok and solution.bug and "judged.broken" in solution.detail
     assert "always_raises raised" in solution.detail
+
+
+def test_each_exercise_reports_its_domains_and_its_overfit_and_lookalike_verdicts(monkeypatch) -> None:
+    """Per exercise, in the JSON and as a terminal row: the domain each declared argument is drawn
+    from, and which overfit and lookalike mutants were killed. Here every grading is a report whose
+    checks did not pass (a fake executor, no kernel), so every derived mutant counts as killed."""
+    from grader.batch import error_report
+    from grader.validate import exercise_item, planned_items, validate_all
+
+    class NothingPasses:
+        def map(self, given):
+            for task in given:
+                yield task, error_report(task, "-").model_copy(update={"status": "graded", "error": None})
+
+    monkeypatch.setattr("grader.batch.SerialExecutor", NothingPasses)
+    validation = validate_all(["ch2-jit"], workers=1, families={"overfit"})
+    (result,) = validation.assignments
+    by_id = {e.exercise: e for e in result.exercises}
+    assert [d.argument for d in by_id["training"].domains] == ["lr", "num_steps"]
+    assert by_id["training"].domains[1].drawn_from == "num_steps in [2, 500] (integers), and 0, 1"
+    assert by_id["newton"].domains[0].drawn_from.startswith("a in [1e-07, 1e+07] (log)")
+    assert "newton_sqrt.loop_capped" in by_id["newton"].families["overfit"].killed
+    assert not by_id["newton"].families["overfit"].survived and not by_id["detective"].domains
+    rows = {r.item: r for r in result.rows}
+    newton = rows[exercise_item("newton")]
+    assert newton.ok and "a in [1e-07, 1e+07]" in newton.detail and "overfit killed 3 of 3" in newton.detail
+    assert rows[exercise_item("detective")].ok and "no domain declared" in rows[exercise_item("detective")].detail
+    dumped = json.loads(validation.model_dump_json())["assignments"][0]["exercises"]
+    assert {e["exercise"] for e in dumped} == {"tax", "newton", "detective", "training"}
+    assert exercise_item("training") in planned_items("ch2-jit", {"overfit"})

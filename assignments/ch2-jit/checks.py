@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from grader import Verdict
+from grader.checks.answer import answer_items, bool_like
 from grader.values import describe, unpack
 
 CALLS = [
@@ -104,20 +105,17 @@ def prepare() -> None:
     detective_truth()
 
 
-def _as_bool(item: Any) -> bool | None:
-    arr = np.asarray(item) if not isinstance(item, (list, tuple, dict)) else None
-    if arr is None or arr.ndim != 0 or arr.dtype.kind not in "biuf":
-        return None
-    return bool(arr)
-
-
 def detective_call(observed: dict[str, Any], call: int) -> Verdict:
-    """Prediction `call` (1-based) of `predictions` matches what the installed JAX does."""
-    predictions = observed["predictions"]
-    if not isinstance(predictions, (list, tuple)) or len(predictions) != 8:
-        size = f"{len(predictions)} items" if isinstance(predictions, (list, tuple)) else "not a list"
+    """Prediction `call` (1-based) of `predictions` matches what the installed JAX does.
+
+    "A list of 8 bools" is any sequence of 8 bool-like values (grader.checks.answer: a list, a
+    tuple or a 1-D NumPy / JAX array; True/False, NumPy bools, 0 and 1), as the chapter's own cell
+    reads it with `len(predictions)` and `bool(predictions[k])`."""
+    predictions = answer_items(observed["predictions"])
+    if predictions is None or len(predictions) != 8:
+        size = f"{len(predictions)} items" if predictions is not None else "not a list"
         return Verdict(passed=False, detail=f"predictions must be a list of 8 True/False values ({size})")
-    guess = _as_bool(predictions[call - 1])
+    guess = bool_like(predictions[call - 1])
     if guess is None:
         return Verdict(passed=False, detail=f"item {call} of predictions is not True/False")
     truth = detective_truth()[call - 1]

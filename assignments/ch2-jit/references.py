@@ -1,7 +1,9 @@
 """NumPy references and hidden-input generators for ch2-jit (run in the grader, never in a kernel).
 
 Generators take a NumPy Generator seeded from the run's seed and return the calls to make; the
-references compute in float64 on exactly those inputs.
+references compute in float64 on exactly those inputs. The hidden arguments the text names
+(income, a, lr, num_steps) are drawn from the domains assignment.toml declares for them
+(`[[exercises.domains]]`, passed in as `domains`): the spec is their one source.
 """
 
 from __future__ import annotations
@@ -9,6 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from grader import Case
+from grader.domains import draw, random_points
+from grader.spec import ArgumentDomain
+
+Domains = dict[str, ArgumentDomain]
 
 # ----------------------------------------------------------------------------- tax
 
@@ -26,21 +32,15 @@ def tax(income):
     return BASE[k] + (inc - EDGES[k]) * RATES[k]
 
 
-def _hidden_incomes(rng: np.random.Generator, n_random: int) -> np.ndarray:
-    edges = EDGES[1:, None] + np.array([-1.0, -0.5, 0.0, 0.5, 1.0])  # on and around each edge
-    large = 10.0 ** rng.uniform(6.0, 8.0, size=4)
-    spread = rng.uniform(0.0, 250_000.0, size=n_random)
-    return np.concatenate([edges.ravel(), large, spread]).astype(np.float32)
+def tax_scalars(rng: np.random.Generator, domains: Domains, count: int = 39) -> list[Case]:
+    """One call per income of the domain (every edge and its neighbours, far above the last),
+    each a strongly typed float32 scalar (like jnp.float32(v))."""
+    return [Case(args=(np.float32(v),)) for v in draw(domains["income"], rng, count)]
 
 
-def tax_scalars(rng: np.random.Generator, n_random: int = 20) -> list[Case]:
-    """One call per income, each a strongly typed float32 scalar (like jnp.float32(v))."""
-    return [Case(args=(np.float32(v),)) for v in rng.permutation(_hidden_incomes(rng, n_random))]
-
-
-def tax_vector(rng: np.random.Generator, n_random: int = 17, size: int = 12) -> list[Case]:
+def tax_vector(rng: np.random.Generator, domains: Domains, count: int = 36, size: int = 12) -> list[Case]:
     """Calls on 1-D float32 arrays of `size` incomes (the notebook's length: one compilation)."""
-    incomes = rng.permutation(_hidden_incomes(rng, n_random))
+    incomes = draw(domains["income"], rng, count).astype(np.float32)
     incomes = np.resize(incomes, -(-incomes.size // size) * size)  # pad by repeating
     return [Case(args=(chunk,)) for chunk in incomes.reshape(-1, size)]
 
@@ -52,9 +52,9 @@ def sqrt(a, tol):
     return np.sqrt(np.float64(a))
 
 
-def newton_inputs(rng: np.random.Generator, count: int = 8) -> list[Case]:
-    """Python-float a (weakly typed, like the notebook's calls) spread over 1e-3 .. 1e4."""
-    return [Case(args=(float(a), 1e-6)) for a in 10.0 ** rng.uniform(-3.0, 4.0, size=count)]
+def newton_inputs(rng: np.random.Generator, domains: Domains, count: int = 10) -> list[Case]:
+    """Python-float a (weakly typed, like the notebook's calls) from a's domain."""
+    return [Case(args=(float(a), 1e-6)) for a in draw(domains["a"], rng, count)]
 
 
 def newton_compile_runs(rng: np.random.Generator, count: int = 3) -> list[Case]:
@@ -64,10 +64,11 @@ def newton_compile_runs(rng: np.random.Generator, count: int = 3) -> list[Case]:
     return [Case(args=(float(x), float(t))) for x, t in zip(a, tol)]
 
 
-def newton_tolerances(rng: np.random.Generator, count: int = 3) -> list[Case]:
-    """Pairs of calls on the same a: a loose tol, then a tight one; one a below 1 (x0 = 1)."""
+def newton_tolerances(rng: np.random.Generator, domains: Domains, count: int = 5) -> list[Case]:
+    """Pairs of calls on the same a: a loose tol, then a tight one; the notebook's a = 5, then a's
+    domain (its bounds and x0's edge at 1: the longest and the shortest loops)."""
     cases = []
-    for a in [5.0, *rng.uniform(2.0, 1000.0, size=count), 10.0 ** rng.uniform(-3.0, 0.0)]:
+    for a in [5.0, *draw(domains["a"], rng, count)]:
         cases += [Case(args=(float(a), 1e-1)), Case(args=(float(a), 1e-6))]
     return cases
 
@@ -99,23 +100,47 @@ def _regression(rng: np.random.Generator, n: int = 300):
     return float(w_true), float(b_true), x, y
 
 
-def step_cases(rng: np.random.Generator, count: int = 3) -> list[Case]:
+def step_cases(rng: np.random.Generator, domains: Domains, count: int = 4) -> list[Case]:
     cases = []
-    for _ in range(count):
+    for lr in draw(domains["lr"], rng, count):
         _, _, x, y = _regression(rng)
         w0, b0 = rng.normal(size=2).astype(np.float32)
-        cases.append(Case(args=(w0, b0, x, y, float(rng.uniform(0.05, 0.5)))))
+        cases.append(Case(args=(w0, b0, x, y, float(lr))))
     return cases
 
 
-def training_runs(rng: np.random.Generator, steps: list[int]) -> list[Case]:
-    """train_*(w0, b0, x, y, lr, n) for each n in steps, on freshly drawn data, from drawn
-    parameters and with a drawn lr: a function that ignores any of them gives other values."""
+def training_runs(rng: np.random.Generator, domains: Domains, steps: list[int] | None = None,
+                  count: int = 5) -> list[Case]:
+    """train_*(w0, b0, x, y, lr, n) on freshly drawn data, from drawn parameters and with lr from
+    its domain: a function that ignores any of them gives other values. n is each of `steps`
+    when given (the notebook's count, for a check that reads the program), else `count` draws
+    from num_steps' domain (0 and 1 among them, and more than the notebook's)."""
+    _, _, x, y = _regression(rng)
+    counts = sorted(int(n) for n in (steps if steps is not None else draw(domains["num_steps"], rng, count)))
+    lrs = sorted(float(lr) for lr in draw(domains["lr"], rng, len(counts)))
+    # the largest count learns slowest (its last steps still move w and b), the smallest (0 steps)
+    # with the largest lr (a step too many shows), the others in a drawn order: lr = 0 moves nothing
+    # only with steps to make
+    slowest = min((lr for lr in lrs if lr > 0), default=lrs[0])
+    lrs.remove(slowest)
+    fastest = lrs.pop()
+    middle = [float(lr) for lr in rng.permutation(lrs)][: max(len(counts) - 2, 0)]
+    lrs = ([fastest] + middle + [slowest])[-len(counts):] if len(counts) > 1 else [slowest]
+    cases = []
+    for n, lr in zip(counts, lrs):
+        w0, b0 = rng.normal(size=2).astype(np.float32)
+        cases.append(Case(args=(w0, b0, x, y, lr, n)))
+    return [cases[i] for i in rng.permutation(len(cases))]
+
+
+def notebook_runs(rng: np.random.Generator, steps: list[int]) -> list[Case]:
+    """Runs like the notebook's (the count given, lr in the notebook's 0.05 .. 0.5), for checks
+    that read train_fori's program: the hidden checks draw from the domains instead."""
     _, _, x, y = _regression(rng)
     cases = []
     for n in steps:
         w0, b0 = rng.normal(size=2).astype(np.float32)
-        cases.append(Case(args=(w0, b0, x, y, float(rng.uniform(0.05, 0.5)), n)))
+        cases.append(Case(args=(w0, b0, x, y, float(rng.uniform(0.05, 0.5)), int(n))))
     return cases
 
 
@@ -129,11 +154,11 @@ def learning_runs(rng: np.random.Generator, count: int = 2) -> list[Case]:
     return cases
 
 
-def frozen_runs(rng: np.random.Generator) -> list[Case]:
-    """lr = 0 from random parameters: nothing may move."""
+def frozen_runs(rng: np.random.Generator, domains: Domains) -> list[Case]:
+    """lr = 0 from random parameters, for a count drawn from num_steps' domain: nothing may move."""
     _, _, x, y = _regression(rng)
     w0, b0 = rng.normal(size=2).astype(np.float32)
-    return [Case(args=(w0, b0, x, y, 0.0, 50))]
+    return [Case(args=(w0, b0, x, y, 0.0, int(random_points(domains["num_steps"], rng, 1)[0])))]
 
 
 def compile_runs(rng: np.random.Generator) -> list[Case]:

@@ -5,12 +5,15 @@ references compute in float64 on exactly those inputs.
 
 Shapes are chosen on purpose, so that few programs get compiled and the compile-count checks see
 fresh traces where they need them:
-- sum_first: the visible and hidden calls use arrays of 10 elements; its compile check uses 16
-  (a new shape, so a static `n` has to compile once per value even when a value was seen before);
+- sum_first: the visible calls and the compile check use arrays of 10 elements; the hidden calls
+  arrays as long as n's domain reaches (longer than the notebook's: a loop capped at its length fails);
 - masked_mean: padded arrays of 8, 16 and 32 elements (the buckets of bucket_size); the lengths
   of its compile checks are kept out of every other check (see ONE_BUCKET_LENGTHS);
 - update_weights_explicit: a different shape for each check that sets a global `learning_rate`,
   so that a jitted function reading that global is traced afresh while the global is set.
+
+The arguments the text names (n, x and threshold, lr) are drawn from the domains assignment.toml
+declares for them (`[[exercises.domains]]`, passed in as `domains`): the spec is their one source.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from grader import Case
+from grader.domains import draw
+from grader.spec import ArgumentDomain
+
+Domains = dict[str, ArgumentDomain]
 
 # ----------------------------------------------------------------------------- sum_first
 
@@ -29,11 +36,12 @@ def sum_first(arr, n):
     return float(np.sum(np.asarray(arr, dtype=np.float64)[: int(n)]))
 
 
-def sum_first_cases(rng: np.random.Generator, count: int = 6) -> list[Case]:
-    """n from 0 to len(arr) (both ends included), Python ints like the notebook's calls."""
-    arr = rng.uniform(-10.0, 10.0, size=SUM_SIZE).astype(np.float32)
-    ns = [0, SUM_SIZE, *(int(k) for k in rng.choice(np.arange(1, SUM_SIZE), size=count - 2, replace=False))]
-    return [Case(args=(arr, n)) for n in rng.permutation(ns).tolist()]
+def sum_first_cases(rng: np.random.Generator, domains: Domains, count: int = 6) -> list[Case]:
+    """n from n's domain (0 and len(arr) included), Python ints like the notebook's calls, on one
+    array as long as the domain's largest n."""
+    domain = domains["n"]
+    arr = rng.uniform(-10.0, 10.0, size=int(domain.high)).astype(np.float32)
+    return [Case(args=(arr, int(n))) for n in draw(domain, rng, count)]
 
 
 # ----------------------------------------------------------------------------- conditional_double
@@ -45,14 +53,13 @@ def conditional_double(x, threshold):
     return x * 2 if x > float(threshold) else x
 
 
-def conditional_double_cases(rng: np.random.Generator, count: int = 8) -> list[Case]:
-    """Scalar float32 x against Python-float thresholds: above, below, and exactly equal."""
-    cases = []
-    for _ in range(count):
-        x = np.float32(rng.uniform(-50.0, 50.0))
-        threshold = float(np.float32(rng.uniform(-50.0, 50.0)))
-        cases.append(Case(args=(x, threshold)))
-    x = np.float32(rng.uniform(-50.0, 50.0))
+def conditional_double_cases(rng: np.random.Generator, domains: Domains, count: int = 8) -> list[Case]:
+    """Scalar float32 x against Python-float thresholds from their domains: above, below, and
+    exactly equal."""
+    xs = draw(domains["x"], rng, count).astype(np.float32)
+    thresholds = draw(domains["threshold"], rng, count).astype(np.float32)
+    cases = [Case(args=(x, float(t))) for x, t in zip(xs, thresholds)]
+    x = xs[np.argmax(np.abs(xs))]  # not 0, whose double is itself
     cases.append(Case(args=(x, float(x))))  # equal: not greater, so x comes back unchanged
     return [cases[i] for i in rng.permutation(len(cases))]
 
@@ -133,12 +140,11 @@ def update(params, grads, lr):
     return np.asarray(params, dtype=np.float64) - float(lr) * np.asarray(grads, dtype=np.float64)
 
 
-def update_cases(rng: np.random.Generator, shape: list[int], count: int = 3,
-                 lr_low: float = 1e-3, lr_high: float = 2.0) -> list[Case]:
-    """Random float32 params and grads of `shape`, a Python-float lr per call."""
+def update_cases(rng: np.random.Generator, shape: list[int], domains: Domains, count: int = 4) -> list[Case]:
+    """Random float32 params and grads of `shape`, a Python-float lr per call from lr's domain."""
     cases = []
-    for _ in range(count):
+    for lr in draw(domains["lr"], rng, count):
         params = rng.normal(0.0, 2.0, size=shape).astype(np.float32)
         grads = rng.normal(0.0, 1.0, size=shape).astype(np.float32)
-        cases.append(Case(args=(params, grads, float(rng.uniform(lr_low, lr_high)))))
+        cases.append(Case(args=(params, grads, float(lr))))
     return cases

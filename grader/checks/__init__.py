@@ -10,13 +10,14 @@ from grader.checks.answer import AnswerCheckImpl
 from grader.checks.base import Check, CheckOutcome, Context, ModuleRun, Planner, RunOutcome, Seen
 from grader.checks.compilation import CompileLimitCheckImpl
 from grader.checks.custom import CustomCheckImpl, Verdict
+from grader.checks.eager import EagerCheckImpl
 from grader.checks.interface import InterfaceCheckImpl
 from grader.checks.numeric import NumericCheckImpl
 from grader.checks.structure import StructureCheckImpl
 from grader.spec import CHECK_SPECS, CheckSpec
 
 IMPLEMENTATIONS = (InterfaceCheckImpl, NumericCheckImpl, StructureCheckImpl, CompileLimitCheckImpl,
-                   CustomCheckImpl, AnswerCheckImpl)
+                   CustomCheckImpl, AnswerCheckImpl, EagerCheckImpl)
 REGISTRY = {impl.spec_type: impl for impl in IMPLEMENTATIONS}
 assert set(REGISTRY) == set(CHECK_SPECS), "every spec kind has exactly one implementation"
 

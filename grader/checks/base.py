@@ -33,6 +33,7 @@ from grader.probe.protocol import (
     ValueRequest,
 )
 from grader.report import CheckStatus
+from grader.verifier.client import Constructs
 
 
 class RaisedKind(BaseModel):
@@ -139,6 +140,8 @@ class ModuleFacts(BaseModel):
     custom_calls: list[str]
     op_count: int = 0
     inputs: int
+    constructs: Constructs | None = Field(default=None, description=(
+        "what its loops' stops read and its cases choose from (grader/verifier/constructs.py)"))
     digest: str | None = None
     shingles: list[int] = Field(default_factory=list)
 

@@ -14,7 +14,7 @@ from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
 from grader.checks.numeric import reference_values
 from grader.checks.program import ProgramCalls, drawn_beyond
-from grader.checks.structure import vouches
+from grader.checks.evidence import vouches
 from grader.probe.protocol import CompileCountResult, Request
 from grader.spec import CompileLimitCheck
 from grader.values import describe

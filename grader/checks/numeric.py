@@ -8,6 +8,7 @@ for source "kernel", from the kernel).
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -21,11 +22,13 @@ from grader.spec import NumericCheck
 from grader.values import Tree, compared, describe, to_wire, unpack
 
 
-def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None:
+def mismatch(actual: Any, expected: Any, rtol: float, atol: float, *, values: bool = True) -> str | None:
     """Why `actual` is not close to `expected`, or None when it is (recursing into containers).
 
     Several values are compared by their leaves (`values.unpack`): a NamedTuple, a list or a
-    1-D array of two numbers is as good as a tuple of two, as `w, b = step(...)` shows.
+    1-D array of two numbers is as good as a tuple of two, as `w, b = step(...)` shows. With
+    `values=False` only the form is compared (how many values, shapes, numbers at all): what a
+    check judges when another check of the same inputs already judged their values.
     """
     if isinstance(expected, Tree):  # "agrees with" another function that returned a pytree
         expected = expected.leaves
@@ -33,7 +36,7 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
         if not isinstance(actual, dict) or set(actual) != {str(k) for k in expected}:
             return f"returned {describe(actual)}, expected a dict with keys {sorted(map(str, expected))}"
         for key, want in expected.items():
-            why = mismatch(actual[str(key)], want, rtol, atol)
+            why = mismatch(actual[str(key)], want, rtol, atol, values=values)
             if why:
                 return f"item {key!r} {why}"
         return None
@@ -42,7 +45,7 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
         if items is None:
             return f"returned {describe(actual)}, expected {len(expected)} values"
         for i, (a, e) in enumerate(zip(items, expected)):
-            why = mismatch(a, e, rtol, atol)
+            why = mismatch(a, e, rtol, atol, values=values)
             if why:
                 return f"item {i} {why}"
         return None
@@ -57,6 +60,8 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
         actual = actual.real
     if actual.dtype.kind not in "biuf":
         return f"returned dtype {actual.dtype}, expected numbers"
+    if not values:
+        return None
     got = actual.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.isclose(got, expected, rtol=rtol, atol=atol)
@@ -69,6 +74,60 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float) -> str | None
     shown, want = compared(actual[idx].item(), expected[idx].item(), rtol, atol)
     return (f"element {idx if len(idx) > 1 else idx[0]} is {shown}, expected {want} "
             f"({int((~close).sum())} of {close.size} elements differ)")
+
+
+def expected_size(expected: Any) -> int:
+    """How many numbers an expected answer holds (its leaves' elements)."""
+    if isinstance(expected, Tree):
+        expected = expected.leaves
+    if isinstance(expected, dict):
+        return sum(expected_size(v) for v in expected.values())
+    if isinstance(expected, (tuple, list)):
+        return sum(expected_size(v) for v in expected)
+    return int(np.asarray(expected).size)
+
+
+def agreeing(actual: Any, expected: Any, rtol: float, atol: float) -> int:
+    """How many of the expected numbers `actual` gets right, element by element (0 for the whole
+    of a part whose form is wrong: a missing value, another shape, not numbers)."""
+    if isinstance(expected, Tree):
+        expected = expected.leaves
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != {str(k) for k in expected}:
+            return 0
+        return sum(agreeing(actual[str(k)], want, rtol, atol) for k, want in expected.items())
+    if isinstance(expected, (tuple, list)):
+        items = unpack(actual, len(expected))
+        return 0 if items is None else sum(agreeing(a, e, rtol, atol) for a, e in zip(items, expected))
+    if mismatch(actual, expected, rtol, atol, values=False):
+        return 0
+    got = np.real(actual).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return int(np.isclose(got, np.asarray(expected, dtype=np.float64), rtol=rtol, atol=atol).sum())
+
+
+def _elements(value: Any) -> set[float] | None:
+    """The distinct numbers of an argument, or None for one that is not numbers."""
+    try:
+        arr = np.asarray(value)
+    except Exception:  # noqa: BLE001 - a case the instructor wrote: anything that is not numbers
+        return None
+    if arr.dtype.kind not in "biuf":
+        return None
+    return set(arr.astype(np.float64).ravel().tolist())
+
+
+def covers(case: Case, other: Case) -> bool:
+    """Whether every argument of `case` holds only numbers that the same argument of `other`
+    holds (a reshape of it, a part of it, one of its elements): calling with `case` asks nothing
+    about the function's values that calling with `other` did not."""
+    if case.kwargs != other.kwargs or len(case.args) != len(other.args):
+        return False
+    for mine, theirs in zip(case.args, other.args):
+        a, b = _elements(mine), _elements(theirs)
+        if a is None or b is None or not a <= b:
+            return False
+    return True
 
 
 def _numpy_args(case: Case) -> tuple[tuple, dict]:
@@ -114,6 +173,41 @@ class NumericCheckImpl:
                     if mismatch(select(value, self.spec.output), want, self.spec.rtol, self.spec.atol))
         outcome = failed(hint, why) if "returned shape" in why else wrong_values(hint, why)
         return outcome.model_copy(update={"tally": (wrong or 1, len(self.cases))})
+
+    def retests(self, other: object) -> bool:
+        """Whether this check calls the function only on inputs `other`, a value check of the same
+        function and reference, already called it on: then it measures something else than those
+        values (the shape of what comes back, that it runs under jax.jit), and when they are wrong
+        it is judged on that alone (`judge_form`), the values being `other`'s to report."""
+        if not isinstance(other, NumericCheckImpl) or other is self:
+            return False
+        mine, theirs = self.spec, other.spec
+        if (mine.function, mine.reference, mine.output, mine.source, mine.set_globals) != \
+                (theirs.function, theirs.reference, theirs.output, theirs.source, theirs.set_globals):
+            return False
+        return bool(self.cases) and all(any(covers(case, seen) for seen in other.cases) for case in self.cases)
+
+    def judge_form(self, seen: Seen, enough: Fraction) -> CheckOutcome | None:
+        """The check's own property when the values of its inputs are another check's failure:
+        the function runs (traced, under jax.jit for a module) and returns answers of the
+        reference's form (how many values, their shapes, numbers). None when the program is no
+        attempt at the function (right on less than `enough` of the values: a decoy, an identity
+        borrowed as its trace), so that its values decide."""
+        hint, fn = self.spec.message, self.spec.function
+        answers = self.calls.answers(seen, hint)
+        if isinstance(answers, CheckOutcome):
+            return answers
+        expected = self.reference_values if self.reference_values is not None else [c.expected for c in self.cases]
+        if len(answers) != len(self.cases):
+            return failed(hint, f"`{fn}` gave {len(answers)} answers for {len(self.cases)} calls")
+        for case, value, want in zip(self.cases, answers, expected):
+            why = mismatch(select(value, self.spec.output), want, self.spec.rtol, self.spec.atol, values=False)
+            if why:
+                return failed(hint, f"{_call_text(fn, case)} {why}")
+        right = sum(agreeing(select(value, self.spec.output), want, self.spec.rtol, self.spec.atol)
+                    for value, want in zip(answers, expected))
+        total = sum(expected_size(want) for want in expected)
+        return PASSED if total and Fraction(right, total) >= enough else None
 
 
 def select(value: Any, index: int | None) -> Any:

@@ -9,6 +9,7 @@ one export; the values go only to the verifier, as the module's inputs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -255,23 +256,37 @@ def _export_of(case: Case, public: set[int], exports: list[ExportRequest]) -> Ex
     return None
 
 
+@dataclass(frozen=True)
+class NotebookExample(Case):
+    """A case of a visible value check, run beside a structure or compile check's own cases: what
+    a table of the notebook's answers gets right (`grader.checks.evidence` compares the draws
+    with these)."""
+
+
 def drawn_beyond(ctx: Context, spec: Any) -> list[Case]:
     """Cases a table of the notebook's answers cannot know, for a structure or compile check
     whose own cases are the spec's literal rows: the draws of the hidden value checks of the
-    same function against the same reference (the same seed draws the same inputs for them).
-    None for the self-check: run on demand, hidden draws would be an oracle for the hidden
+    same function against the same reference (the same seed draws the same inputs for them),
+    after the visible value checks' cases (as `NotebookExample`s, the baseline they are compared
+    with). None for the self-check: run on demand, hidden draws would be an oracle for the hidden
     inputs (and the student pack has no generators)."""
     if ctx.stage != "hand_in" or spec.cases.rows is None or not spec.reference:
         return []
     references = ctx.assignment.references
+    examples: list[Case] = []
     drawn: list[Case] = []
     for exercise in ctx.assignment.spec.exercises:
         for other in exercise.checks:
-            if (other.kind == "numeric" and other.hidden and other.source == "module"
+            if (other.kind == "numeric" and other.source == "module"
                     and other.function == spec.function and other.reference == spec.reference
-                    and not other.set_globals and hasattr(references, other.cases.generator or "")):
-                drawn += materialize(other.cases, references, ctx.seed, f"{exercise.id}.{other.id}")
-    return drawn
+                    and not other.set_globals and (other.cases.rows is not None
+                                                   or hasattr(references, other.cases.generator or ""))):
+                cases = materialize(other.cases, references, ctx.seed, f"{exercise.id}.{other.id}")
+                if other.hidden:
+                    drawn += cases
+                else:
+                    examples += [NotebookExample(args=c.args, kwargs=c.kwargs) for c in cases]
+    return examples + drawn if drawn else []
 
 
 def public_positions(spec_public: list[int] | None, hidden: bool, cases: list[Case]) -> set[int]:

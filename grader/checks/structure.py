@@ -4,16 +4,21 @@ From the module (the default): the StableHLO operations of the very modules the 
 execute (`while`, `case`, `select`...), read by the verifier, for every signature the check's
 cases give, so a function that lowers differently for the check's inputs cannot hide. From the
 kernel ("jaxpr" / "lowered"): the primitives the probe reports (forgeable by the student's code).
+
+`loop` and `case_chooses_output` ask what a module's `while` or `case` does, as the verifier
+reads it from the def-use chains (grader/verifier/constructs.py): lax.while_loop, fori_loop and
+scan all lower to a `while`, and a switch on a constant index is a `case` too.
 """
 
 from __future__ import annotations
 
 from grader.cases import materialize, to_calls
-from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of, wrong_values
-from grader.checks.numeric import disagreement, reference_values
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.numeric import reference_values
 from grader.checks.program import ProgramCalls, drawn_beyond, public_positions
 from grader.probe.protocol import Request, TraceResult
 from grader.spec import CompileLimitCheck, StructureCheck
+from grader.verifier.client import Constructs
 
 
 class StructureCheckImpl:
@@ -47,6 +52,13 @@ class StructureCheckImpl:
         assert self.program is not None
         return [o.facts.op_count for o in (seen.run(r) for r in self.program.runs())
                 if o is not None and o.facts is not None]
+
+    def _loop_bounds(self, seen: Seen) -> list[list[int]]:
+        """The trip counts fixed when traced of each module's loops (one list per signature)."""
+        assert self.program is not None
+        return [sorted(loop.bound for loop in o.facts.constructs.loops if loop.bound is not None)
+                for o in (seen.run(r) for r in self.program.runs())
+                if o is not None and o.facts is not None and o.facts.constructs is not None]
 
     def _seen_ops(self, seen: Seen) -> tuple[set[str], str] | CheckOutcome:
         spec = self.spec
@@ -84,6 +96,16 @@ class StructureCheckImpl:
             sizes = sorted(set(self._sizes(seen)))
             return failed(spec.message, f"{what} grows with the input ({sizes[0]} to {sizes[-1]} operations "
                                         "for larger arrays): a Python loop over elements is unrolled into it")
+        if spec.constant_size and len({tuple(b) for b in self._loop_bounds(seen)}) > 1:
+            return failed(spec.message, f"{what} loops more times for larger arrays (a lax.fori_loop or lax.scan "
+                                        "over the elements, one step per element)")
+        if self.program is not None and (spec.loop is not None or spec.case_chooses_output):
+            for run in self.program.runs():
+                outcome = seen.run(run)
+                facts = outcome.facts if outcome is not None else None
+                why = construct_problem(spec, facts.constructs if facts is not None else None)
+                if why:
+                    return failed(spec.message, f"{what} {why}")
         return self._agrees(seen)
 
     def _agrees(self, seen: Seen) -> CheckOutcome:
@@ -93,27 +115,53 @@ class StructureCheckImpl:
         return vouches(self.program, seen, self.spec, self.expected, self.expected_beyond)
 
 
+_WHILE_RULE = "with lax.while_loop, whether to go on depends on a traced value the loop computes"
+_COUNT_RULE = "lax.fori_loop must count up to the traced argument"
+_WRONG_STOP = {
+    ("value_dependent", "counted_by_constant"): "it runs a number of steps fixed by a counter (a lax.fori_loop or "
+                                                f"lax.scan), but {_WHILE_RULE}",
+    ("value_dependent", "counted_by_input"): f"it only counts steps up to a bound (a lax.fori_loop), but {_WHILE_RULE}",
+    ("value_dependent", "invariant"): f"its stop reads nothing the loop computes (it runs zero times or never stops), "
+                                      f"but {_WHILE_RULE}",
+    ("counted_by_input", "counted_by_constant"): "it runs a number of steps fixed when the function was traced (a "
+                                                 f"lax.scan, or a lax.fori_loop over a Python int): {_COUNT_RULE}",
+    ("counted_by_input", "value_dependent"): "its stop depends on values the loop computes, not only on a counter "
+                                             f"reaching the traced count: {_COUNT_RULE}",
+    ("counted_by_input", "invariant"): f"its stop reads no counter (it runs zero times or never stops): {_COUNT_RULE}",
+}
+
+
+def construct_problem(spec: StructureCheck, constructs: Constructs | None) -> str | None:
+    """Why a module's loops or cases are not the construct the spec names (None: they are), as the
+    end of a sentence about the program; one reason, the one nearest to a passing program."""
+    if constructs is None or constructs.unreadable:
+        return f"could not be followed: {constructs.unreadable if constructs else 'the verifier did not read it'}"
+    if spec.loop is not None:
+        loops = constructs.loops
+        if not any(loop.stop == spec.loop and loop.feeds_output for loop in loops):
+            if any(loop.stop == spec.loop for loop in loops):
+                return ("has such a while loop, but what the function returns does not come out of it (the loop "
+                        "does not compute the answer)")
+            shown = next((loop for loop in loops if loop.feeds_output), loops[0] if loops else None)
+            if shown is None:
+                return "has no while loop"
+            return f"has a while loop, but {_WRONG_STOP[(spec.loop, shown.stop)]}"
+    if spec.case_chooses_output:
+        cases = constructs.cases
+        if not any(c.index_from_input and c.feeds_output and c.branches_differ for c in cases):
+            if not any(c.index_from_input for c in cases):
+                return ("has a case, but its index does not depend on the input (a constant index or predicate): "
+                        "the branch must be chosen from the traced value")
+            if not any(c.index_from_input and c.feeds_output for c in cases):
+                return "has a case, but its result is not what the function returns (something else computes the answer)"
+            return "has a case, but every branch returns the same values, so it chooses nothing"
+    return None
+
+
 def vouches(program: ProgramCalls, seen: Seen, spec: StructureCheck | CompileLimitCheck, expected: list,
             expected_beyond: list | None) -> CheckOutcome:
-    """Whether the modules read for a structure or compile check compute the reference's values,
-    on the check's cases and on the `beyond` ones (drawn, hidden), whichever value checks judge
-    the same modules: a program counts as evidence only by being right beyond the notebook's
-    examples, which a table of the notebook's answers is not. The beyond cases are not quoted:
-    the check is visible, its cases may be hidden ones (the instructor sees them)."""
-    answers = program.answers(seen, spec.message)
-    if isinstance(answers, CheckOutcome):
-        return answers
-    why = disagreement(spec.function, program.cases, answers, expected, spec.output, spec.rtol, spec.atol)
-    if why:
-        return wrong_values(spec.message, f"the program inspected does not compute the right values: {why}")
-    if not program.beyond or expected_beyond is None:
-        return PASSED
-    beyond = program.beyond_answers(seen, spec.message)
-    if isinstance(beyond, CheckOutcome):
-        return beyond.model_copy(update={"message": f"{spec.message}: the program inspected could not be run "
-                                                    "beyond the notebook's examples", "counterexample": beyond.message})
-    why = disagreement(spec.function, program.beyond, beyond, expected_beyond, spec.output, spec.rtol, spec.atol)
-    if not why:
-        return PASSED
-    return wrong_values(spec.message, "the program inspected does not compute the right values beyond the "
-                                      "notebook's examples").model_copy(update={"counterexample": why})
+    """Whether the modules read for a structure or compile check are evidence: the student's
+    attempt at the function, not a table of the notebook's answers (the rule: grader.checks.evidence)."""
+    from grader.checks.evidence import vouches as evidence
+
+    return evidence(program, seen, spec, expected, expected_beyond)

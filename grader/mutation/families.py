@@ -5,6 +5,12 @@
 - `construct_removed`: what the spec requires (jax.jit, a traced argument, a `case` or a `while`
   in the program, whole-array code) taken away while the values stay right: only a structure or
   compile check can catch it. Also the function computed in a host callback.
+- `lookalike`: the construct the text names replaced by one that lowers the same way (a
+  `fori_loop` or `scan` for a `while_loop`, a `switch` that does not choose the answer beside a
+  `jnp.select` that does): `grader/mutation/lookalike.py`.
+- `overfit`: right on the inputs the checks are known to sample, wrong elsewhere in the domain
+  the text implies (an argument clipped, an iteration count capped, an iteration peeled, the
+  visible inputs special-cased): `grader/mutation/overfit.py`.
 - `output_perturbed`: each output leaf off by a relative 1e-3 and 1e-1, an integer leaf off by
   one, two leaves swapped, a leaf given an extra axis or transposed; a value read by a check
   (a prediction, a quiz answer) changed item by item.
@@ -22,12 +28,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grader.mutation import snippets
+from grader.mutation import honest_forms, lookalike, overfit, snippets
 from grader.mutation.interface import FunctionUse, Interface, NameUse
 from grader.mutation.introspect import FunctionFacts, ReferenceFacts
 
-Family = Literal["argument_ignored", "construct_removed", "output_perturbed", "honest"]
-FAMILIES: tuple[Family, ...] = ("argument_ignored", "construct_removed", "output_perturbed", "honest")
+Family = Literal["argument_ignored", "construct_removed", "lookalike", "overfit", "output_perturbed", "honest"]
+FAMILIES: tuple[Family, ...] = ("argument_ignored", "construct_removed", "lookalike", "overfit", "output_perturbed",
+                                "honest")
 
 WHILE_UNROLL = 100  # steps a while loop is unrolled to when it is removed (the checks' loops stop sooner)
 MAX_FORI_BOUND = 1000
@@ -258,8 +265,11 @@ def derive_mutants(reference: str, interface: Interface, facts: ReferenceFacts) 
         build.arguments_ignored(use, function_facts)
         build.constructs_removed(use, function_facts)
         build.outputs_perturbed(use, function_facts)
+        lookalike.derive(build, use, function_facts)
+        overfit.derive(build, use, function_facts)
         build.honest_containers(use, function_facts)
     for name_use in interface.names.values():
         build.values_changed(name_use)
+    honest_forms.derive_all(build, interface, facts)
     build.honest_whole()
     return build.made

@@ -34,6 +34,8 @@ class StructureNeed(BaseModel):
     check: str
     contains: list[str]
     constant_size: bool
+    loop: str | None = Field(default=None, description="the kind of while loop it requires (StructureCheck.loop)")
+    case_chooses_output: bool = False
 
 
 class FunctionUse(BaseModel):
@@ -51,6 +53,9 @@ class FunctionUse(BaseModel):
     compile_checks: list[str] = Field(default_factory=list)
     varying: list[int] = Field(default_factory=list, description=(
         "positions a compile check varies with Python scalars: the arguments that must stay traced"))
+    kernel_checks: list[str] = Field(default_factory=list, description=(
+        "checks that call it eagerly in the kernel (source 'kernel'): when they are all its checks, the "
+        "spec judges it as plain Python (grader/mutation/honest_forms.py)"))
     sample: list[Any] = Field(default_factory=list, description="the first call's arguments, to introspect it")
 
 
@@ -130,6 +135,8 @@ def derive(assignment: Assignment, seed: int) -> Interface:
             if exercise.id not in use.exercises:
                 use.exercises.append(exercise.id)
             use.checks.append(full_id)
+            if getattr(check, "source", "module") == "kernel":
+                use.kernel_checks.append(full_id)
             if cases and not use.sample:
                 use.sample = list(cases[0].args)
             for case in cases:
@@ -143,7 +150,8 @@ def derive(assignment: Assignment, seed: int) -> Interface:
                         use.largest_int = max(use.largest_int, whole)
             if isinstance(check, StructureCheck) and check.representation == "module":
                 use.structure.append(StructureNeed(check=full_id, contains=list(check.contains),
-                                                   constant_size=check.constant_size))
+                                                   constant_size=check.constant_size, loop=check.loop,
+                                                   case_chooses_output=check.case_chooses_output))
             if isinstance(check, InterfaceCheck) and check.jitted:
                 use.jitted_checks.append(full_id)
             if isinstance(check, CompileLimitCheck):

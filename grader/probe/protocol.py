@@ -218,11 +218,26 @@ TreeValue.model_rebuild()
 # ----------------------------------------------------------------------------- requests
 
 
+MAX_COUNTED = 1_000_000
+"""Calls of a counted function reported for one call (a loop's steps; more is a runaway loop)."""
+
+
+class SameObject(_Wire):
+    """An argument that is the very object passed as positional argument `arg` of call `call` of
+    the same request (an earlier one, or an earlier position of the same call): how the chapter's
+    cells call `f(_w0, _b0, ...)` with `_w0 = _b0 = jnp.float32(0.0)`, one buffer for two arguments."""
+
+    call: int = Field(ge=0)
+    arg: int = Field(ge=0)
+
+
 class Call(_Wire):
-    """One call: positional and keyword arguments."""
+    """One call: positional and keyword arguments. `same_as` maps a positional argument to the
+    earlier argument whose object it receives (its own wire value is then not used)."""
 
     args: list[Value] = []
     kwargs: dict[str, Value] = {}
+    same_as: dict[int, SameObject] = Field(default_factory=dict, max_length=64)
 
 
 class LookupRequest(_Wire):
@@ -252,6 +267,9 @@ class CallRequest(_Wire):
     set_globals: dict[str, Value] = Field(
         default_factory=dict, description="bound in the namespace during the calls, then restored"
     )
+    count_calls: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = Field(
+        default=None, description="a function of the namespace whose calls are counted during each call: "
+        "the name is bound to a counting wrapper for the calls, then restored")
 
 
 class TraceRequest(_Wire):
@@ -348,6 +366,9 @@ class LookupResult(_Wire):
 class ValuesResult(_Wire):
     op: Literal["value", "call"]
     values: list[Value]
+    counts: list[Annotated[int, Field(ge=0, le=MAX_COUNTED)]] | None = Field(
+        default=None, max_length=10_000, description="a call request with `count_calls`: per call, how many "
+        "times the counted function was called (a claim of the student's process)")
 
 
 class TraceResult(_Wire):

@@ -25,6 +25,7 @@ MAX_ELEMENTS = 100_000  # larger arrays come back as an opaque value, keeping me
 MAX_TEXT = 300
 MAX_DEPTH = 16  # containers nested deeper come back as an opaque value
 MAX_INT = 2**63
+MAX_COUNTED = 1_000_000  # calls of a counted function reported per call (protocol.MAX_COUNTED)
 _NON_FINITE = {math.inf: "inf", -math.inf: "-inf"}
 _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float16", "float32", "float64", "complex64", "complex128"}
@@ -190,11 +191,19 @@ def _resolve(namespace: dict, name: str) -> Any:
 
 
 def _calls(request: dict) -> list[tuple[tuple, dict]]:
-    return [
-        (tuple(decode(a) for a in c.get("args", [])),
-         {k: decode(v) for k, v in c.get("kwargs", {}).items()})
-        for c in request["calls"]
-    ]
+    """The calls' arguments, decoded; an argument with `same_as` is the very object of the earlier
+    argument it names (one buffer passed twice, as the chapter's cells pass `_w0 = _b0`)."""
+    made: list[tuple[tuple, dict]] = []
+    for c in request["calls"]:
+        args = [decode(a) for a in c.get("args", [])]
+        for position, source in sorted((int(k), v) for k, v in (c.get("same_as") or {}).items()):
+            call, arg = int(source["call"]), int(source["arg"])
+            earlier = made[call][0] if call < len(made) else args if call == len(made) and arg < position else None
+            if earlier is None or not 0 <= position < len(args) or not 0 <= arg < len(earlier):
+                raise ValueError(f"same_as names no earlier argument: {position} -> ({call}, {arg})")
+            args[position] = earlier[arg]
+        made.append((tuple(args), {k: decode(v) for k, v in c.get("kwargs", {}).items()}))
+    return made
 
 
 def _parameters(obj: Any) -> list[dict] | None:
@@ -223,6 +232,80 @@ def op_value(request: dict, namespace: dict) -> dict:
     return {"op": "value", "values": [encode(_resolve(namespace, request["name"]))]}
 
 
+def _wrapped_chain(obj: Any) -> list[Any]:
+    """`obj` and what it wraps (`__wrapped__`: a jax.jit of a function, a functools.wraps)."""
+    chain = [obj]
+    for _ in range(8):
+        try:
+            inner = getattr(chain[-1], "__wrapped__", None)
+        except Exception:  # noqa: BLE001 - a hostile attribute: the chain stops here
+            inner = None
+        if inner is None or any(inner is seen for seen in chain):
+            break
+        chain.append(inner)
+    return chain
+
+
+class _CountedCalls:
+    """While the calls run, the named function, and every name bound to it or to a wrapper of it
+    (`fast_step = jax.jit(step)`, the plain function under a jitted `step`), is a wrapper that
+    counts its calls: a Python loop that calls step num_steps times calls it num_steps times; a
+    `fori_loop` traces it once. The names are rebound in the namespace and in the globals the
+    called function reads (`runpy.run_path` hands the self-check a copy of a module's globals).
+    What the student defined is put back afterwards, whatever the calls did."""
+
+    MAX_NAMES = 16
+
+    def __init__(self, namespace: dict, name: str | None, caller: Any = None) -> None:
+        self.namespace, self.name, self.caller, self.count = namespace, name, caller, 0
+        self.originals: list[tuple[dict, str, Any]] = []
+
+    def _spaces(self) -> list[dict]:
+        spaces = [self.namespace]
+        for fn in _wrapped_chain(self.caller):
+            found = getattr(fn, "__globals__", None) if not isinstance(fn, type) else None
+            if isinstance(found, dict) and not any(found is s for s in spaces):
+                spaces.append(found)
+        return spaces
+
+    def __enter__(self) -> "_CountedCalls":
+        if self.name is None:
+            return self
+        target = _resolve(self.namespace, self.name)
+        if not callable(target):
+            raise TypeError(f"`{_short(self.name)}` is not a function")
+        family = _wrapped_chain(target)
+        for space in self._spaces():
+            names = [k for k, v in list(space.items())
+                     if isinstance(k, str) and not k.startswith("__") and callable(v)
+                     and any(a is b for a in _wrapped_chain(v) for b in family)]
+            for name in sorted(names, key=lambda k: k != self.name)[: self.MAX_NAMES]:
+                self.originals.append((space, name, space[name]))
+                space[name] = self._counting(space[name])
+        return self
+
+    def _counting(self, original: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return original(*args, **kwargs)
+
+        try:
+            import functools
+
+            functools.update_wrapper(counted, original)
+        except Exception:  # noqa: BLE001 - a callable without the usual attributes: counted all the same
+            pass
+        return counted
+
+    def __exit__(self, *exc: object) -> None:
+        for space, name, original in reversed(self.originals):
+            space[name] = original
+
+    def take(self) -> int:
+        count, self.count = self.count, 0
+        return min(count, MAX_COUNTED)
+
+
 def op_call(request: dict, namespace: dict) -> dict:
     import jax
 
@@ -233,14 +316,20 @@ def op_call(request: dict, namespace: dict) -> dict:
     overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
     saved = {k: namespace[k] for k in overrides if k in namespace}
     namespace.update(overrides)
+    values, counts = [], []
     try:
-        with jax.disable_jit(False):
-            values = [encode(jax.block_until_ready(fn(*args, **kwargs))) for args, kwargs in calls]
+        with jax.disable_jit(False), _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
+            for args, kwargs in calls:
+                values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
+                counts.append(counted.take())
     finally:
         for k in overrides:
             namespace.pop(k, None)
         namespace.update(saved)
-    return {"op": "call", "values": values}
+    result = {"op": "call", "values": values}
+    if request.get("count_calls") is not None:
+        result["counts"] = counts
+    return result
 
 
 def _jaxpr_primitives(jaxpr: Any, found: set[str]) -> None:

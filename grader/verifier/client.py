@@ -121,6 +121,40 @@ class Fingerprint(_Wire):
     shingles: list[Annotated[int, Field(ge=0, lt=2**64)]] = Field(max_length=_fingerprint.MAX_SHINGLES)
 
 
+LoopStop = Literal["value_dependent", "counted_by_input", "counted_by_constant", "invariant"]
+
+
+class LoopFacts(_Wire):
+    """A `while` of the module (lax.while_loop, fori_loop and scan all lower to one): what its
+    stop reads (constructs.py) and whether a value its body computes reaches the outputs."""
+
+    stop: LoopStop = Field(description=(
+        "value_dependent: the condition reads a value the body computes from the inputs (a while_loop); "
+        "counted_by_input: a counter against a bound from an input (fori_loop over a traced count); "
+        "counted_by_constant: a counter against a bound fixed when traced (scan, fori_loop over a Python int); "
+        "invariant: neither (it runs zero times or never stops)"))
+    feeds_output: bool
+    bound: int | None = Field(default=None, ge=-2**31, lt=2**31, description=(
+        "counted_by_constant: the integer constant its counter is compared with (its trip count)"))
+
+
+class CaseFacts(_Wire):
+    """A `case` of the module (lax.switch, lax.cond): whether it chooses from the inputs and its
+    choice is what the function returns."""
+
+    index_from_input: bool = Field(description="data flows from an argument to the branch index")
+    feeds_output: bool = Field(description="one of its results reaches the outputs")
+    branches_differ: bool = Field(description="not every branch returns the very same values")
+
+
+class Constructs(_Wire):
+    """The module's loops and cases as its def-use chains show them, or why they could not be read."""
+
+    loops: list[LoopFacts] = Field(default_factory=list, max_length=_runtime.constructs.MAX_REPORTED)
+    cases: list[CaseFacts] = Field(default_factory=list, max_length=_runtime.constructs.MAX_REPORTED)
+    unreadable: Text | None = None
+
+
 class ModuleFacts(_Wire):
     """What a module is, read by the verifier from the module itself. `ops` are the operation
     names of the parsed module (StableHLO, CHLO and MHLO ones bare, as the probe's `lowered`
@@ -138,6 +172,8 @@ class ModuleFacts(_Wire):
     op_count: int = Field(default=0, ge=0, le=2**31, description="operations in the module, nested ones included")
     fingerprint: Fingerprint | None = Field(default=None, description=(
         "the normalised program, for the instructor's search for copied work (never a verdict)"))
+    constructs: Constructs | None = Field(default=None, description=(
+        "what its loops' stops read and its cases choose from (grader/verifier/constructs.py)"))
 
 
 InputValue = Annotated[ArrayValue | PyScalar, Field(discriminator="t")]

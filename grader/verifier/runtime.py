@@ -24,9 +24,11 @@ dialects, is not for CPU, has effects, symbolic shapes, more than MAX_INPUTS inp
 MAX_OUTPUTS outputs, or a `main` whose signature does not match the inputs and outputs it
 declares. Its facts (ops, custom calls) are
 read by walking the parsed module's operations, never from its text, whose locations and string
-attributes are the student's to choose. The one use of its text is `fingerprint` (fingerprint.py:
-the normalised program's digest and op n-gram hashes, for the instructor's search for copied
-work; null when it cannot be made), which decides nothing.
+attributes are the student's to choose; so are its constructs (constructs.py: what each loop's
+stop reads, whether each case's index comes from the inputs, whether they feed the outputs).
+The one use of its text is `fingerprint` (fingerprint.py: the normalised program's digest and
+op n-gram hashes, for the instructor's search for copied work; null when it cannot be made),
+which decides nothing.
 
 A bad job (garbage bytes, inputs of the wrong shape, an exception in XLA) is that job's "error";
 the process lives on until EOF or until the sandbox's limits (or the grader) end it. A job's
@@ -80,6 +82,7 @@ def _sibling(name: str) -> Any:
 
 
 contracts = _sibling("contracts")
+constructs = _sibling("constructs")
 
 # The custom-call targets a module may use: what JAX 0.12 emits on CPU for jnp.linalg and
 # jax.scipy.linalg (LAPACK through XLA's FFI, jax.export's list of stable CPU kernels), and the
@@ -297,6 +300,7 @@ def inspect_module(exported: Any) -> dict:
         names, targets, problems, facts["op_count"], calls = _walk(module)
         inputs, results = _signature(module)
         facts["fingerprint"] = _fingerprint(module)
+        facts["constructs"] = _constructs(module)
     if len(names) > MAX_OPS or len(targets) > MAX_OPS:
         raise Refused(f"the module uses more than {MAX_OPS} kinds of operations", facts)
     facts["ops"] = sorted({n.split(".", 1)[1] if n.startswith(_BARE) else n for n in names}
@@ -329,6 +333,17 @@ def _fingerprint(module: Any) -> dict | None:
         return _fingerprinter().fingerprint(text)
     except Exception:  # noqa: BLE001 - a module the normaliser cannot read keeps its facts and values
         return None
+
+
+def _constructs(module: Any) -> dict:
+    """What the module's loops and cases read and feed (constructs.py), or why they could not be
+    read: a module the analysis cannot follow fails only the checks that ask about them."""
+    try:
+        return constructs.analyse(module)
+    except constructs.TooLarge:
+        return {"unreadable": f"the program has more than {constructs.MAX_VALUES} values and edges to follow"}
+    except Exception as exc:  # noqa: BLE001 - a hostile module: the checks that need it fail with a sentence
+        return {"unreadable": _short(f"its loops and cases could not be followed ({_one_line(exc)})")}
 
 
 def _fingerprinter() -> Any:

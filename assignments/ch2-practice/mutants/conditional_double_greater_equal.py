@@ -1,4 +1,4 @@
-# fails: conditional_double.visible, conditional_double.hidden, conditional_double.compiles_once
+# fails: conditional_double.visible, conditional_double.hidden
 # conditional_double doubles x also when x equals the threshold (>= instead of >).
 @jax.jit
 def conditional_double(x, threshold):

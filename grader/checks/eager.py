@@ -1,0 +1,96 @@
+"""Eager checks: a function called in the kernel as the chapter's own cells call it.
+
+For what the text prescribes as plain Python ("a Python loop calling step num_steps times"): it
+is run, not traced, so logging with `float()`, a `.item()` history or a `print` per step is
+fine, and the probe counts the calls of the function the loop must call (`counts`), which tells
+a Python loop (one call per step) from a `lax.fori_loop` (its body traced once). And for what
+only a call shows: `same_object` passes one object for several arguments, as the chapter's cell
+passes `_w0 = _b0 = jnp.float32(0.0)` as both w and b (a function that donates both buffers
+cannot be called that way). The values and counts are the student's process's claims: they can
+only be about the student's own function (SECURITY.md, "Where values come from").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grader.cases import Case, materialize, to_calls
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of, wrong_values
+from grader.checks.numeric import disagreement, reference_values
+from grader.errors import AssignmentBug
+from grader.probe.protocol import Call, CallRequest, Request, SameObject, ValuesResult
+from grader.spec import EagerCheck
+from grader.values import from_wire
+
+
+def aliased_calls(cases: list[Case], groups: list[list[int]], check_id: str) -> list[Call]:
+    """The calls with each group's later positions given the first position's object."""
+    calls = to_calls(cases)
+    if not groups:
+        return calls
+    out = []
+    for n, (case, call) in enumerate(zip(cases, calls)):
+        same: dict[int, SameObject] = {}
+        for group in groups:
+            first, *rest = group
+            if max(group) >= len(case.args):
+                raise AssignmentBug(check_id, f"same_object names argument {max(group)}, beyond the case's arguments")
+            for position in rest:
+                if not np.array_equal(np.asarray(case.args[position]), np.asarray(case.args[first])):
+                    raise AssignmentBug(check_id, f"same_object: arguments {first} and {position} differ in case {n}")
+                same[position] = SameObject(call=n, arg=first)
+        out.append(call.model_copy(update={"same_as": same}))
+    return out
+
+
+def _count_of(value: Any) -> int | None:
+    """The whole number an argument holds (num_steps), else None."""
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "iu":
+        return None
+    return int(arr)
+
+
+class EagerCheckImpl:
+    spec_type = EagerCheck
+
+    def __init__(self, full_id: str, spec: EagerCheck, ctx: Context):
+        self.full_id, self.spec = full_id, spec
+        self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
+        self.reference_values = reference_values(full_id, spec, ctx, self.cases)
+        if spec.count_argument is not None:
+            bad = [n for n, case in enumerate(self.cases)
+                   if spec.count_argument >= len(case.args) or _count_of(case.args[spec.count_argument]) is None]
+            if bad:
+                raise AssignmentBug(full_id, f"count_argument {spec.count_argument} is not a whole number in cases {bad}")
+        request = ctx.planner.call(spec.function, aliased_calls(self.cases, spec.same_object, full_id))
+        self.call: CallRequest = request.model_copy(update={"count_calls": spec.counts})
+
+    def requests(self) -> list[Request]:
+        return [self.call]
+
+    def runs(self) -> list[ModuleRun]:
+        return []
+
+    def judge(self, seen: Seen) -> CheckOutcome:
+        spec, fn = self.spec, self.spec.function
+        result = result_of(seen, self.call, ValuesResult, f"`{fn}`", spec.message)
+        if isinstance(result, CheckOutcome):
+            return result
+        if len(result.values) != len(self.cases) or (spec.counts and len(result.counts or []) != len(self.cases)):
+            return CheckOutcome(status="error", message=f"{spec.message}: the probe's answer about `{fn}` was unreadable")
+        if spec.counts is not None and spec.count_argument is not None:
+            for case, count in zip(self.cases, result.counts or []):
+                wanted = _count_of(case.args[spec.count_argument])
+                if count != wanted:
+                    times = "once" if count == 1 else f"{count} times"
+                    return failed(spec.message, f"called with {wanted} as argument {spec.count_argument + 1}, "
+                                                f"`{fn}` called `{spec.counts}` {times}")
+        if self.reference_values is None and all(c.expected is None for c in self.cases):
+            return PASSED
+        answers = [from_wire(v) for v in result.values]
+        expected = self.reference_values if self.reference_values is not None else [c.expected for c in self.cases]
+        why = disagreement(fn, self.cases, answers, expected, spec.output, spec.rtol, spec.atol)
+        return wrong_values(spec.message, why) if why else PASSED

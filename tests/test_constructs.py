@@ -1,0 +1,359 @@
+"""Constructs told apart as the chapter names them, on the module itself (issue 28, part 2).
+
+`lax.while_loop`, `fori_loop` and `scan` all lower to a StableHLO `while`; a `switch` on a
+constant index is a `case` as one on the income is. The verifier reads what each loop's stop and
+each case's index depend on (grader/verifier/constructs.py); the structure checks' `loop` and
+`case_chooses_output` judge it. Each kind is shown on a real exported module, the reference's
+and its look-alike's, then the check's verdict and sentence, then the mutants that must fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from grader import assignment
+from grader.errors import SpecInvalid
+from grader.mutation.families import derive_mutants
+from grader.mutation.interface import FunctionUse, Interface, StructureNeed
+from grader.mutation.introspect import ReferenceFacts
+from grader.spec import StructureCheck
+from grader.checks.structure import construct_problem
+from grader.verifier import runtime
+from grader.verifier.client import CaseFacts, Constructs, LoopFacts
+
+constructs = runtime.constructs
+REPO = Path(__file__).resolve().parent.parent
+F32 = jax.ShapeDtypeStruct((), jnp.float32)
+I32 = jax.ShapeDtypeStruct((), jnp.int32)
+DATA = jax.ShapeDtypeStruct((300,), jnp.float32)
+
+
+@pytest.fixture(scope="module")
+def solutions() -> dict:
+    namespace: dict = {}
+    exec(compile((REPO / "solutions" / "ch2-jit.py").read_text(), "ch2-jit", "exec"), namespace)  # noqa: S102
+    exec(compile((REPO / "solutions" / "ch2-practice.py").read_text(), "ch2-practice", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def analysed(fn, *args) -> Constructs:
+    """The constructs the verifier reports for `fn`'s exported module (through inspect_module)."""
+    exported = jax.export.export(fn if hasattr(fn, "lower") else jax.jit(fn))(*args)
+    again = jax.export.deserialize(bytearray(exported.serialize()))
+    return Constructs.model_validate(runtime.inspect_module(again)["constructs"])
+
+
+def stops(found: Constructs) -> list[tuple[str, bool]]:
+    return [(loop.stop, loop.feeds_output) for loop in found.loops]
+
+
+def select_tax(income):
+    conds = [income < 10000, income < 40000, income < 100000]
+    choices = [jnp.zeros_like(income), (income - 10000) * 0.10, 3000 + (income - 40000) * 0.20]
+    return jnp.select(conds, choices, default=15000 + (income - 100000) * 0.30)
+
+
+def newton_fixed(by: str):
+    """Newton's iteration for a fixed 100 steps, masked where the while_loop would stop."""
+
+    def newton(a, tol):
+        x0 = jnp.where(a < 1.0, 1.0, a)
+
+        def step(state):
+            x, x_prev, k = state
+            go = jnp.abs(x - x_prev) >= tol
+            return jnp.where(go, 0.5 * (x + a / x), x), jnp.where(go, x, x_prev), k + go
+
+        if by == "scan":
+            (x, _, k), _ = lax.scan(lambda s, _: (step(s), None), (x0, x0 + 1.0, 0), length=100)
+        else:
+            x, _, k = lax.fori_loop(0, 100, lambda i, s: step(s), (x0, x0 + 1.0, 0))
+        return x, k
+
+    return newton
+
+
+# ----------------------------------------------------------------------------- the module read
+
+
+def test_the_while_loops_stop_reads_the_values_it_computes(solutions) -> None:
+    assert stops(analysed(solutions["newton_sqrt"], F32, F32)) == [("value_dependent", True)]
+
+
+@pytest.mark.parametrize("by", ["fori_loop", "scan"])
+def test_a_fixed_count_loop_is_counted_though_it_lowers_to_a_while(by) -> None:
+    found = analysed(newton_fixed(by), F32, F32)
+    assert stops(found) == [("counted_by_constant", True)]
+
+
+def test_a_fori_loop_over_a_traced_count_is_counted_by_its_input(solutions) -> None:
+    assert stops(analysed(solutions["train_fori"], F32, F32, DATA, DATA, 0.5, I32)) == [("counted_by_input", True)]
+    assert stops(analysed(solutions["sum_first"], jax.ShapeDtypeStruct((10,), jnp.float32), I32)) == [
+        ("counted_by_input", True)]
+
+
+def test_a_scan_of_a_static_length_is_counted_by_a_constant(solutions) -> None:
+    step = solutions["step"]
+
+    def train_scan(w, b, x, y, lr, n):
+        def body(wb, i):
+            nw, nb = step(wb[0], wb[1], x, y, lr)
+            return (jnp.where(i < n, nw, wb[0]), jnp.where(i < n, nb, wb[1])), None
+        return lax.scan(body, (w, b), jnp.arange(1000))[0]
+
+    assert stops(analysed(train_scan, F32, F32, DATA, DATA, 0.5, I32)) == [("counted_by_constant", True)]
+
+
+def test_a_loop_whose_results_are_not_returned_does_not_feed_the_output(solutions) -> None:
+    inner = solutions["newton_sqrt"].__wrapped__
+
+    def root_beside_the_loop(a, tol):
+        _, k = inner(a, tol)
+        return jnp.sqrt(a), k  # the count comes out of the loop; the root does not
+
+    assert stops(analysed(root_beside_the_loop, F32, F32)) == [("value_dependent", False)]
+
+
+def test_a_loop_whose_stop_reads_nothing_it_computes_is_invariant() -> None:
+    def never(a, tol):
+        return lax.while_loop(lambda s: tol < 0, lambda s: 0.5 * (s + a / s), jnp.sqrt(a))
+
+    assert stops(analysed(never, F32, F32)) == [("invariant", True)]
+
+
+def test_the_switch_chooses_the_tax_from_the_income(solutions) -> None:
+    cases = analysed(solutions["tax_switch"], F32).cases
+    assert cases == [CaseFacts(index_from_input=True, feeds_output=True, branches_differ=True)]
+    assert analysed(solutions["conditional_double"], F32, F32).cases[0].index_from_input
+
+
+@pytest.mark.parametrize("decoy", [lambda v: lax.switch(0, [lambda u: u, lambda u: 2 * u], v),
+                                   lambda v: lax.cond(True, lambda u: u, lambda u: 2 * u, v)],
+                         ids=["constant_index", "constant_predicate"])
+def test_a_case_on_a_constant_beside_a_select_has_no_index_from_the_input(decoy) -> None:
+    found = analysed(lambda income: select_tax(income) + 0 * decoy(income), F32)
+    assert found.cases == [CaseFacts(index_from_input=False, feeds_output=True, branches_differ=True)]
+
+
+def test_nested_conds_choose_from_the_income_as_a_switch_does() -> None:
+    def nested(income):
+        return lax.cond(income < 10000, lambda v: 0.0 * v, lambda v: lax.cond(
+            v < 40000, lambda u: (u - 10000) * 0.1, lambda u: 3000 + (u - 40000) * 0.2, v), income)
+
+    assert all(c.index_from_input and c.feeds_output for c in analysed(nested, F32).cases)
+
+
+# ----------------------------------------------------------------------------- hostile modules
+
+
+def test_a_module_too_large_to_follow_is_reported_not_crashed(solutions, monkeypatch) -> None:
+    monkeypatch.setattr(constructs, "MAX_VALUES", 10)
+    found = analysed(solutions["newton_sqrt"], F32, F32)
+    assert found.loops == [] and found.unreadable and "more than 10" in found.unreadable
+
+
+def test_the_walks_of_one_module_share_one_budget(solutions, monkeypatch) -> None:
+    """Many loops whose stops each reach the whole program cannot make the analysis quadratic: the
+    walks of a module stop together, and the module is reported as one that could not be followed."""
+    monkeypatch.setattr(constructs, "MAX_WALK_STEPS", 40)
+    found = analysed(solutions["train_fori"], F32, F32, DATA, DATA, 0.5, I32)
+    assert found.loops == [] and found.unreadable
+    monkeypatch.setattr(constructs, "MAX_WALK_STEPS", 4 * constructs.MAX_VALUES)
+    assert analysed(solutions["train_fori"], F32, F32, DATA, DATA, 0.5, I32).loops
+
+
+def test_a_module_without_main_is_unreadable_with_a_sentence() -> None:
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse("func.func private @other(%a: tensor<f32>) -> tensor<f32> {\n"
+                                 "  return %a : tensor<f32>\n}")
+        found = runtime._constructs(module)
+    assert set(found) == {"unreadable"} and "main" in found["unreadable"]
+
+
+def test_nested_loops_and_calls_are_followed_within_bounds() -> None:
+    @jax.jit
+    def helper(x, n):
+        return lax.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, x)
+
+    def outer(x, n):
+        return lax.while_loop(lambda s: jnp.abs(s[0] - s[1]) > 1e-3,
+                              lambda s: (helper(s[0], n), s[0]), (x, x + 1.0))[0]
+
+    found = analysed(outer, F32, I32)
+    assert sorted(stops(found)) == [("counted_by_input", True), ("value_dependent", True)]
+
+
+# ----------------------------------------------------------------------------- the check's verdict
+
+
+def spec(**options) -> StructureCheck:
+    return StructureCheck(id="s", title="s", points=1, message="m", function="f",
+                          cases={"rows": [[1.0]], "types": ["py"]}, **options)
+
+
+def loops(*kinds: tuple[str, bool]) -> Constructs:
+    return Constructs(loops=[LoopFacts(stop=stop, feeds_output=feeds) for stop, feeds in kinds])
+
+
+def test_the_loop_option_passes_the_construct_named_and_says_why_the_look_alike_fails() -> None:
+    value = spec(contains=["while"], loop="value_dependent")
+    assert construct_problem(value, loops(("value_dependent", True))) is None
+    assert "whether to go on depends on a traced value" in construct_problem(value, loops(("counted_by_constant", True)))
+    assert "does not come out of it" in construct_problem(value, loops(("value_dependent", False),
+                                                                       ("counted_by_constant", True)))
+    counted = spec(contains=["while"], loop="counted_by_input")
+    assert construct_problem(counted, loops(("counted_by_input", True))) is None
+    assert "fixed when the function was traced" in construct_problem(counted, loops(("counted_by_constant", True)))
+    assert "values the loop computes" in construct_problem(counted, loops(("value_dependent", True)))
+
+
+def test_the_case_option_names_one_root_cause() -> None:
+    chooses = spec(contains=["case"], case_chooses_output=True)
+    good = CaseFacts(index_from_input=True, feeds_output=True, branches_differ=True)
+    assert construct_problem(chooses, Constructs(cases=[good])) is None
+    constant = good.model_copy(update={"index_from_input": False})
+    assert "constant index or predicate" in construct_problem(chooses, Constructs(cases=[constant]))
+    dead = good.model_copy(update={"feeds_output": False})
+    assert "not what the function returns" in construct_problem(chooses, Constructs(cases=[dead]))
+    assert "could not be followed: too big" in construct_problem(chooses, Constructs(unreadable="too big"))
+
+
+def test_the_options_need_the_op_they_read() -> None:
+    with pytest.raises(ValueError, match="contains must list"):
+        spec(contains=["case"], loop="value_dependent")
+    with pytest.raises(ValueError, match="contains must list"):
+        spec(contains=["while"], case_chooses_output=True)
+
+
+def test_the_shipped_assignments_ask_for_the_constructs_their_texts_name() -> None:
+    def option(name: str, full_id: str) -> object:
+        loaded = assignment.load(name)
+        exercise, check = full_id.split(".")
+        found = next(c for e in loaded.spec.exercises if e.id == exercise for c in e.checks if c.id == check)
+        return found.loop if found.contains == ["while"] else found.case_chooses_output
+
+    assert option("ch2-jit", "newton.uses_while") == "value_dependent"
+    assert option("ch2-jit", "training.fori_uses_while") == "counted_by_input"
+    assert option("ch2-jit", "tax.switch_uses_cond") is True
+    assert option("ch2-practice", "sum_first.uses_while") == "counted_by_input"
+    assert option("ch2-practice", "conditional_double.uses_cond") is True
+
+
+def test_the_schema_documents_the_options() -> None:
+    import subprocess
+    import sys
+
+    schema = subprocess.run([sys.executable, "-m", "grader", "schema"], capture_output=True, text=True,
+                            check=True, cwd=REPO).stdout
+    assert "case_chooses_output" in schema and "value_dependent" in schema and "counted_by_input" in schema
+
+
+# ----------------------------------------------------------------------------- the lookalike family
+
+
+def test_lookalikes_are_derived_for_the_construct_each_check_names() -> None:
+    def use(name: str, need: StructureNeed) -> FunctionUse:
+        return FunctionUse(name=name, exercises=["e"], checks=[need.check], arity=2, largest_int=37, structure=[need])
+
+    interface = Interface(functions={
+        "newton": use("newton", StructureNeed(check="e.while", contains=["while"], constant_size=False,
+                                              loop="value_dependent")),
+        "train": use("train", StructureNeed(check="e.fori", contains=["while"], constant_size=False,
+                                            loop="counted_by_input")),
+        "tax": use("tax", StructureNeed(check="e.case", contains=["case"], constant_size=False,
+                                        case_chooses_output=True)),
+        "plain": use("plain", StructureNeed(check="e.plain", contains=["while"], constant_size=False)),
+    })
+    made = {m.name: m for m in derive_mutants("x = lax.switch\n", interface, ReferenceFacts())
+            if "lookalike" in m.name}
+    assert sorted(made) == ["newton.lookalike_fori_loop", "newton.lookalike_scan", "tax.lookalike_constant_case",
+                            "tax.lookalike_nested_cond", "tax.lookalike_vmapped_case",
+                            "train.lookalike_static_fori_loop", "train.lookalike_static_scan",
+                            "train.lookalike_while_counter"]
+    assert made["newton.lookalike_scan"].expected == ["e.while"] and made["newton.lookalike_scan"].family == "lookalike"
+    assert "_jnp.arange(37)" in made["train.lookalike_static_scan"].submission
+    assert made["train.lookalike_while_counter"].honest and made["tax.lookalike_nested_cond"].honest
+    for mutant in made.values():
+        compile(mutant.submission, mutant.name, "exec")
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", ["newton_sqrt.lookalike_fori_loop", "tax_switch.lookalike_constant_case",
+                                  "train_fori.lookalike_static_scan"])
+def test_each_lookalike_loses_only_its_structure_check(name, tmp_path) -> None:
+    from grader import GradeOptions
+    from grader.validate import derived_mutants
+    from warm_grading import grade_warm
+
+    made = derived_mutants(assignment.load("ch2-jit"), REPO / "solutions" / "ch2-jit.py", {"lookalike"})
+    mutant = next(m for m in made if m.name == name)
+    path = tmp_path / "lookalike.py"
+    path.write_text(mutant.submission, encoding="utf-8")
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3))
+    failed = {c.id for e in report.exercises for c in e.checks if c.status != "passed"}
+    assert failed == set(mutant.expected), [(c.id, c.message) for e in report.exercises for c in e.checks
+                                             if c.status != "passed"]
+
+
+def test_a_spec_with_an_option_on_the_wrong_op_is_refused(tmp_path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    text = (REPO / "assignments" / "ch2-jit" / "assignment.toml").read_text()
+    (folder / "assignment.toml").write_text(text.replace('loop = "value_dependent"', 'case_chooses_output = true'))
+    for extra in ("references.py", "checks.py", "notebook.toml"):
+        (folder / extra).write_text((REPO / "assignments" / "ch2-jit" / extra).read_text())
+    with pytest.raises(SpecInvalid, match="case_chooses_output"):
+        assignment.load(str(folder))
+
+
+# ----------------------------------------------------------------------------- growth with the input
+
+
+def test_a_loop_over_the_elements_shows_its_trip_count_and_searchsorted_does_not_grow(solutions) -> None:
+    def per_element(incomes):
+        return lax.fori_loop(0, incomes.shape[0], lambda i, out: out.at[i].set(select_tax(incomes[i])),
+                             jnp.zeros_like(incomes))
+
+    def searchsorted_tax(incomes):
+        k = jnp.searchsorted(jnp.array([0.0, 1e4, 4e4, 1e5]), incomes, side="right") - 1
+        return jnp.array([0.0, 0.0, 3000.0, 15000.0])[k] + (incomes - jnp.array([0.0, 1e4, 4e4, 1e5])[k]) * \
+            jnp.array([0.0, 0.1, 0.2, 0.3])[k]
+
+    bounds = [[loop.bound for loop in analysed(fn, jax.ShapeDtypeStruct((n,), jnp.float32)).loops]
+              for fn in (per_element, searchsorted_tax) for n in (3, 12)]
+    assert bounds[0] == [3] and bounds[1] == [12]  # one step per element: it grows
+    assert bounds[2] == bounds[3]  # a binary search over the 4 edges: the same for any number of incomes
+
+
+def test_constant_size_fails_a_loop_that_grows_with_the_input() -> None:
+    """tax_vectorized as a fori_loop over the elements: as many operations for 3 incomes as for 12,
+    but a loop of 3 steps, then 12."""
+    import numpy as np
+    from test_checks import make_check, observed, reference_values
+
+    from grader.checks import Context
+
+    loaded = assignment.load("ch2-jit")
+    check = make_check(loaded, Context(assignment=loaded, seed=1), "tax.vectorized_handles_arrays")
+    right = [np.asarray(reference_values(check, loaded.references.tax)[k], np.float32) for k in range(2)]
+    tax = lambda args: np.asarray(loaded.references.tax(*args), np.float32)  # noqa: E731
+
+    def judged(bounds: list[int]):
+        seen = observed(check, answers=right, ops=("while", "select", "add"), beyond=tax)
+        for bound, outcome in zip(bounds, seen.runs.values()):
+            assert outcome.facts is not None
+            outcome.facts.constructs = Constructs(loops=[LoopFacts(stop="counted_by_constant", feeds_output=True,
+                                                                   bound=bound)])
+        return check.judge(seen)
+
+    assert judged([2, 2]).status == "passed"  # searchsorted's binary search: the same for any size
+    verdict = judged([3, 12])
+    assert verdict.status == "failed" and "loops more times for larger arrays" in verdict.message
