@@ -87,7 +87,7 @@ def test_hidden_values_and_counts_reach_no_student(submission_from_reference) ->
     secrets = hidden_floats(report)
     assert len(secrets) > 10
     spelled = set().union(*map(_spellings, secrets))
-    assert any(s in (checks["training.python_loop"].counterexample or "") for s in spelled)
+    assert any(f"lr={v!r}" in (checks["training.python_loop"].counterexample or "") for v in secrets)
     assert "execution_time" not in gradescope_results(report)  # time spent can spell a hidden value
     lines = {f"line {round(v * 1e6)} " for v in secrets}  # the made-up cell's line that spells lr
     assert any(line in (checks["training.python_loop"].counterexample or "") for line in lines)

@@ -607,3 +607,40 @@ def test_step_is_counted_in_the_globals_the_loop_reads_when_the_namespace_is_a_c
     raw = observe("call", ns, target="loop", calls=[{"args": [array(0.0), py(4)]}], count_calls="step")
     assert raw["result"]["counts"] == [4]
     assert ns["step"] is step and module_globals["step"] is step
+
+
+def test_a_loop_that_jits_step_inside_itself_calls_step_once_per_step() -> None:
+    """`jstep = jax.jit(step)` made inside the loop (or through `from jax import jit`) calls the
+    compiled step once per step: counted as such, found by a held-out honest submission that lost
+    the point; a fori_loop over such a jit still traces step once."""
+    ns: dict = {}
+    exec(  # noqa: S102 - a notebook's functions
+        "import jax\nfrom jax import jit, lax\n"
+        "def step(w):\n    return w + 1\n"
+        "def loop(w, n):\n    jstep = jax.jit(step)\n    for _ in range(n):\n        w = jstep(w)\n    return w\n"
+        "def loop_jit_name(w, n):\n    jstep = jit(step)\n    for _ in range(n):\n        w = jstep(w)\n    return w\n"
+        "def fori(w, n):\n    jstep = jax.jit(step)\n    return lax.fori_loop(0, n, lambda i, w: jstep(w), w)\n", ns)
+    real_jit, step = jax.jit, ns["step"]
+    calls = [{"args": [array(0.0), py(n)]} for n in (0, 1, 4)]
+    for target, counts in (("loop", [0, 1, 4]), ("loop_jit_name", [0, 1, 4]), ("fori", [1, 1, 1])):
+        raw = observe("call", ns, target=target, calls=calls, count_calls="step")
+        assert raw["status"] == "ok" and raw["result"]["counts"] == counts, (target, raw)
+    assert jax.jit is real_jit and ns["jit"] is real_jit and ns["step"] is step  # all put back
+
+
+@pytest.mark.parametrize("static", [{"static_argnums": 1}, {"static_argnames": "tol"}])
+def test_an_export_refused_by_a_static_argument_names_it_not_what_jax_raised(static) -> None:
+    """A static argument asked for traced: JAX compares a tracer with a placeholder object, and
+    its text names tracer classes; the probe says which argument is static instead."""
+    @functools.partial(jax.jit, **static)
+    def newton(a, tol):
+        return jnp.where(a >= tol, a, tol)
+
+    raw = runtime.observe({"op": "export", "id": "e", "target": "newton", "args": [SCALAR, SCALAR]},
+                          {"newton": newton})
+    assert raw["status"] == "raised", raw
+    assert raw["raised"]["ename"] == "StaticArgumentError"
+    assert raw["raised"]["evalue"] == "marks argument 2 (`tol`) static"
+    baked = runtime.observe({"op": "export", "id": "f", "target": "newton", "args": [SCALAR, SCALAR],
+                             "fallback": {"1": py(1e-6)}}, {"newton": newton})
+    assert baked["status"] == "ok" and baked["result"]["baked"] == [1]  # baking its public value works

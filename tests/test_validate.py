@@ -202,7 +202,7 @@ def test_each_exercise_reports_its_domains_and_its_overfit_and_lookalike_verdict
     (result,) = validation.assignments
     by_id = {e.exercise: e for e in result.exercises}
     assert [d.argument for d in by_id["training"].domains] == ["lr", "num_steps"]
-    assert by_id["training"].domains[1].drawn_from == "num_steps in [2, 500] (integers), and 0, 1"
+    assert by_id["training"].domains[1].drawn_from == "num_steps in [2, 500] (integers), and 0, 1, 300"
     assert by_id["newton"].domains[0].drawn_from.startswith("a in [1e-07, 1e+07] (log)")
     assert "newton_sqrt.loop_capped" in by_id["newton"].families["overfit"].killed
     assert not by_id["newton"].families["overfit"].survived and not by_id["detective"].domains

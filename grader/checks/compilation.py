@@ -106,7 +106,7 @@ class CompileLimitCheckImpl:
         exported = self.program.exported(seen, spec.message)
         if isinstance(exported, CheckOutcome):
             text = exported.message or ""
-            if exported.status == "error" and "could not be traced" in text:
+            if exported.status == "error" and exported.cause == "trace":  # not traceable, or an argument static
                 return failed(spec.message, text + " (with every argument traced, as the calls vary them)"
                               + self._varying(self._count_result(seen))).model_copy(update={"cause": "trace"})
             return exported

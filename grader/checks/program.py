@@ -34,6 +34,8 @@ HINTS = {
     "NonConcreteBooleanIndexError": "a boolean mask used as an index (its size is unknown when traced); use "
                                     "jnp.where",
     "UnexpectedTracerError": "a traced value escaped the function (stored in a global or a list outside it)",
+    "StaticArgumentError": "this check needs it traced: a static argument (static_argnums / static_argnames) "
+                           "is baked into the program and every new value of it compiles again (2.5)",
 }
 
 
@@ -233,8 +235,9 @@ def could_not_trace(function: str, raised: Raised, hint: str) -> CheckOutcome:
         teach = "it calls back into Python (jax.pure_callback / io_callback), which the grader does not run"
     detail = teach or raised.evalue
     # not the check's own advice (`hint`): the property it tests was never reached
-    return CheckOutcome(status="error", message=f"`{function}` could not be traced by jax.jit: "
-                                                f"{raised.ename}{where}: {detail}", cause="trace",
+    said = (f"`{function}` {raised.evalue}: {detail}" if raised.ename == "StaticArgumentError"
+            else f"`{function}` could not be traced by jax.jit: {raised.ename}{where}: {detail}")
+    return CheckOutcome(status="error", message=said, cause="trace",
                         raised=RaisedKind(subject=f"`{function}`", ename=raised.ename, evalue=raised.evalue,
                                           line=raised.line, teach=teach))
 

@@ -259,6 +259,7 @@ class _CountedCalls:
     def __init__(self, namespace: dict, name: str | None, caller: Any = None) -> None:
         self.namespace, self.name, self.caller, self.count = namespace, name, caller, 0
         self.originals: list[tuple[dict, str, Any]] = []
+        self.wrappers: dict[int, Any] = {}  # id of a counting wrapper -> what it calls
 
     def _spaces(self) -> list[dict]:
         spaces = [self.namespace]
@@ -271,6 +272,7 @@ class _CountedCalls:
     def __enter__(self) -> "_CountedCalls":
         if self.name is None:
             return self
+        self._jit_counting()
         target = _resolve(self.namespace, self.name)
         if not callable(target):
             raise TypeError(f"`{_short(self.name)}` is not a function")
@@ -284,10 +286,33 @@ class _CountedCalls:
                 space[name] = self._counting(space[name])
         return self
 
+    def _jit_counting(self) -> None:
+        """`jax.jit` (and every name bound to it) made, for the calls' time, to count the calls
+        of a jit it makes of the counted function: `fast = jax.jit(step)` inside the loop calls
+        step's compiled program once per step, and traces step once."""
+        import jax
+
+        real = jax.jit
+
+        def jit(fun: Any, *args: Any, **kwargs: Any) -> Any:
+            original = self.wrappers.get(id(fun))
+            if original is None:
+                return real(fun, *args, **kwargs)
+            return self._counting(real(original, *args, **kwargs))
+
+        self.originals.append((vars(jax), "jit", real))
+        jax.jit = jit
+        for space in self._spaces():
+            for name in [k for k, v in list(space.items()) if v is real and isinstance(k, str)][: self.MAX_NAMES]:
+                self.originals.append((space, name, real))
+                space[name] = jit
+
     def _counting(self, original: Any) -> Any:
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
             return original(*args, **kwargs)
+
+        self.wrappers[id(counted)] = original
 
         try:
             import functools
@@ -707,16 +732,69 @@ def begin_batch() -> None:
     _batch_exports = AbstractExports()
 
 
+class StaticArgumentError(Exception):
+    """The function marks static an argument the grader asked for traced: named by its position
+    (and name), instead of what tracing it with a placeholder raised deep inside JAX."""
+
+
+def _static_positions(fn: Any) -> list[int]:
+    """The positions a jax.jit function marks static (static_argnums, and static_argnames
+    through its signature); none for anything else."""
+    import inspect
+
+    info = getattr(fn, "_jit_info", None)
+    try:
+        positions = {int(i) for i in (getattr(info, "static_argnums", None) or ())}
+        names = [str(n) for n in (getattr(info, "static_argnames", None) or ())]
+    except (TypeError, ValueError):
+        return []
+    if names:
+        try:
+            parameters = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            parameters = []
+        positions |= {parameters.index(n) for n in names if n in parameters}
+    return sorted(p for p in positions if 0 <= p < 64)
+
+
+def _static_refusal(fn: Any, traced: set[int]) -> StaticArgumentError | None:
+    """The error to report when the function could not be exported and marks static one of the
+    arguments left traced."""
+    import inspect
+
+    static = [p for p in _static_positions(fn) if p in traced]
+    if not static:
+        return None
+    try:
+        parameters = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        parameters = []
+    named = ", ".join(f"argument {p + 1}" + (f" (`{_short(parameters[p])}`)" if p < len(parameters) else "")
+                      for p in static)
+    return StaticArgumentError(f"marks {named} static")
+
+
 def op_export(request: dict, namespace: dict) -> dict:
     """Export the function for abstract arguments; bake the fallback values in where it cannot
-    be traced with them abstract, each once per batch (`AbstractExports`)."""
+    be traced with them abstract, each once per batch (`AbstractExports`). When no attempt
+    traces and the function marks static an argument left traced, that is what is reported."""
+    fn = _resolve(namespace, request["target"])
+    try:
+        return _export(request, namespace, fn)
+    except Exception as exc:
+        refusal = _static_refusal(fn, set(range(len(request["args"]))) - {int(k) for k in request.get("fallback", {})})
+        if refusal is not None:
+            raise refusal from exc
+        raise
+
+
+def _export(request: dict, namespace: dict, fn: Any) -> dict:
     import base64
     import dataclasses
 
     import jax
 
     made = _batch_exports
-    fn = _resolve(namespace, request["target"])
     before = made.get(request, fn)
     if isinstance(before, dict):
         return dict(before)
