@@ -101,7 +101,7 @@ def _spread(values: list[str]) -> list[str]:
     return [distinct[0], distinct[len(distinct) // 2], distinct[-1]]
 
 
-def _calls(check: Any, assignment: Assignment, seed: int, full_id: str) -> tuple[str | None, list[Case]]:
+def check_calls(check: Any, assignment: Assignment, seed: int, full_id: str) -> tuple[str | None, list[Case]]:
     """(the function a check calls, the cases it calls it with)."""
     refs = assignment.references
     if isinstance(check, (NumericCheck, StructureCheck, CompileLimitCheck)):
@@ -121,7 +121,7 @@ def derive(assignment: Assignment, seed: int) -> Interface:
     for exercise in assignment.spec.exercises:
         for check in exercise.checks:
             full_id = f"{exercise.id}.{check.id}"
-            function, cases = _calls(check, assignment, seed, full_id)
+            function, cases = check_calls(check, assignment, seed, full_id)
             if isinstance(check, CustomCheck):
                 for observed in check.observe:
                     _name_use(found, observed, exercise.id, full_id)

@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from grader.cases import materialize
 from grader.mutation import snippets
-from grader.mutation.interface import FunctionUse
+from grader.mutation.interface import FunctionUse, check_calls
 from grader.mutation.introspect import FunctionFacts
-from grader.spec import ArgumentDomain, CompileLimitCheck, CustomCheck, InterfaceCheck, NumericCheck, StructureCheck
+from grader.spec import ArgumentDomain
 
 if TYPE_CHECKING:
     from grader.assignment import Assignment
@@ -78,18 +77,6 @@ def sampled(sampling: Sampling) -> Iterator[None]:
         _SAMPLING.reset(token)
 
 
-def _calls(check: Any, loaded: Assignment, seed: int, full_id: str) -> tuple[str | None, list]:
-    refs = loaded.references
-    if isinstance(check, (NumericCheck, StructureCheck, CompileLimitCheck)):
-        return check.function, materialize(check.cases, refs, seed, full_id)
-    if isinstance(check, InterfaceCheck):
-        source = check.cases or (check.returns.cases if check.returns else None)
-        return check.name, materialize(source, refs, seed, full_id) if source else []
-    if isinstance(check, CustomCheck) and check.call and check.cases:
-        return check.call, materialize(check.cases, refs, seed, full_id)
-    return None, []
-
-
 def _numbers(value: Any) -> list[float]:
     array = np.asarray(value)
     if array.dtype.kind not in "fiu" or array.size > MAX_SEEN:
@@ -106,7 +93,7 @@ def sampling(loaded: Assignment, seed: int) -> Sampling:
         calls = []
         for check in exercise.checks:
             full_id = f"{exercise.id}.{check.id}"
-            function, cases = _calls(check, loaded, seed, full_id)
+            function, cases = check_calls(check, loaded, seed, full_id)
             if function is not None:
                 calls.append((function, check.hidden, full_id, cases))
         for function, hidden, _, cases in calls:
