@@ -191,6 +191,72 @@ def test_nested_loops_and_calls_are_followed_within_bounds() -> None:
     assert sorted(stops(found)) == [("counted_by_input", True), ("value_dependent", True)]
 
 
+
+# ----------------------------------------------------------------------------- does it do the work
+
+
+def knocked(fn, args: list, *calls) -> list[tuple[str, bool | None]]:
+    """Each construct's `does_work` as the verifier's job reports it, when it is asked."""
+    import base64
+
+    exported = jax.export.export(fn if hasattr(fn, "lower") else jax.jit(fn))(*args)
+    wire = [[{"t": "py", "v": v} for v in call] for call in calls]
+    job = {"id": "k", "module": base64.b64encode(exported.serialize()).decode(), "calls": wire, "knockouts": True}
+    result = runtime.run_job(job)
+    assert result["status"] == "ok", result["detail"]
+    found = Constructs.model_validate(result["facts"]["constructs"])
+    return [("loop", loop.does_work) for loop in found.loops] + [("case", c.does_work) for c in found.cases]
+
+
+def zero_trip_newton(a, tol):
+    root = jnp.sqrt(a)
+
+    def body(state):
+        x, _ = state
+        return 0.5 * (x + a / x), x
+
+    x, _ = lax.while_loop(lambda s: jnp.abs(s[0] - s[1]) >= tol, body, (root, root))
+    return x
+
+
+def test_a_loop_that_computes_the_root_does_the_work_one_started_at_it_does_not(solutions) -> None:
+    calls = [(2.0, 1e-6), (9.0, 1e-6), (1e6, 1e-6)]
+    assert knocked(solutions["newton_sqrt"], [F32, F32], *calls) == [("loop", True)]
+    assert knocked(zero_trip_newton, [F32, F32], *calls) == [("loop", False)]
+
+
+def test_a_case_whose_result_is_multiplied_by_zero_does_no_work(solutions) -> None:
+    incomes = [(5_000.0,), (25_000.0,), (70_000.0,), (250_000.0,)]
+    cases = lambda found: [work for kind, work in found if kind == "case"]  # noqa: E731 - searchsorted is a loop
+    assert cases(knocked(solutions["tax_switch"], [F32], *incomes)) == [True]
+
+    def times_zero(income):
+        index = jnp.searchsorted(jnp.array([10000.0, 40000.0, 100000.0]), income, side="right")
+        decoy = lax.switch(index, [lambda v: 0.0 * v, lambda v: 0.1 * v, lambda v: 0.2 * v, lambda v: 0.3 * v], income)
+        return select_tax(income) + 0 * decoy
+
+    assert cases(knocked(times_zero, [F32], *incomes)) == [False]
+
+
+def test_knockouts_run_only_when_a_check_asks() -> None:
+    import base64
+
+    exported = jax.export.export(jax.jit(zero_trip_newton))(F32, F32)
+    job = {"id": "k", "module": base64.b64encode(exported.serialize()).decode(),
+           "calls": [[{"t": "py", "v": 2.0}, {"t": "py", "v": 1e-6}]]}
+    assert runtime.run_job(job)["facts"]["constructs"]["loops"][0].get("does_work") is None
+
+
+def test_a_construct_that_does_no_work_fails_with_its_own_sentence() -> None:
+    value = spec(contains=["while"], loop="value_dependent")
+    idle = Constructs(loops=[LoopFacts(stop="value_dependent", feeds_output=True, does_work=False)])
+    assert "runs no step" in construct_problem(value, idle)
+    unmeasured = Constructs(loops=[LoopFacts(stop="value_dependent", feeds_output=True, does_work=None)])
+    assert construct_problem(value, unmeasured) is None
+    chooses = spec(contains=["case"], case_chooses_output=True)
+    idle_case = CaseFacts(index_from_input=True, feeds_output=True, branches_differ=True, does_work=False)
+    assert "whichever branch it takes" in construct_problem(chooses, Constructs(cases=[idle_case]))
+
 # ----------------------------------------------------------------------------- the check's verdict
 
 

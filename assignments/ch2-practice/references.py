@@ -100,12 +100,21 @@ def _free(low: int, high: int) -> np.ndarray:
     return np.array([n for n in range(low, high + 1) if n not in _RESERVED])
 
 
-def masked_mean_cases(rng: np.random.Generator, sizes: tuple[int, ...] = (16, 32), count: int = 5) -> list[Case]:
+def bucket_size_cases(rng: np.random.Generator, domains: Domains, count: int = 40) -> list[Case]:
+    """Python ints from n's domain: every power of 2 of its edges and its neighbours, 1, far ones."""
+    return [Case(args=(int(n),)) for n in draw(domains["n"], rng, count)]
+
+
+def masked_mean_cases(rng: np.random.Generator, domains: Domains, sizes: tuple[int, ...] = (16, 32),
+                      count: int = 5) -> list[Case]:
     """Padded arrays of each bucket size (the compile checks' programs are these: judged here),
-    lengths from 1 to size (full length included)."""
+    lengths from length's domain up to the size: 1 and the full size always, the others drawn
+    among those no compile check keeps for itself."""
     cases = []
     for size in sizes:
-        lengths = [size, *(int(k) for k in rng.choice(_free(1, size - 1), size=count - 1, replace=False))]
+        within = domains["length"].model_copy(update={"high": float(min(size, domains["length"].high))})
+        drawn = [int(n) for n in draw(within, rng, 4 * count) if int(n) not in _RESERVED]
+        lengths = list(dict.fromkeys([1, int(within.high), *drawn]))[:count]
         cases += [Case(args=(_padded(rng, n, size), n)) for n in rng.permutation(lengths).tolist()]
     return cases
 

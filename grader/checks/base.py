@@ -80,6 +80,7 @@ class ModuleRun:
     export: ExportRequest
     inputs: list[list[Value]]
     judged: bool = True
+    knockouts: bool = False
 
 
 class Planner:

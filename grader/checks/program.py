@@ -63,11 +63,12 @@ class ProgramCalls:
     """A student function's program run on a list of cases: one export per distinct signature
     (and baked public values), one module run per export. `beyond`: more cases (drawn, hidden) the
     same modules are run on, never exported for: evidence that a program is not a table of the
-    notebook's answers (`beyond_answers`)."""
+    notebook's answers (`beyond_answers`). `knockouts`: the verifier also runs each module with each
+    loop and case knocked out, to tell whether they do the work (grader/verifier/knockout.py)."""
 
     def __init__(self, planner: Planner, function: str, cases: list[Case], public: set[int],
                  set_globals: dict[str, Value] | None = None, *, inspect_only: bool = False,
-                 judged: bool = True, beyond: list[Case] | None = None):
+                 judged: bool = True, beyond: list[Case] | None = None, knockouts: bool = False):
         self.function = function
         self.cases = cases
         self._runs: dict[str, ModuleRun] = {}
@@ -93,7 +94,8 @@ class ProgramCalls:
                 self._beyond_where.append((same.id, len(grouped[same.id][1])))
                 grouped[same.id][1].append([to_wire(v) for v in case.args])
         for export_id, (export, inputs) in grouped.items():
-            self._runs[export_id] = ModuleRun(export=export, inputs=inputs, judged=judged and not inspect_only)
+            self._runs[export_id] = ModuleRun(export=export, inputs=inputs, judged=judged and not inspect_only,
+                                              knockouts=knockouts and not inspect_only)
         self.exports = [run.export for run in self._runs.values()]
 
     def runs(self) -> list[ModuleRun]:

@@ -7,7 +7,8 @@ kernel ("jaxpr" / "lowered"): the primitives the probe reports (forgeable by the
 
 `loop` and `case_chooses_output` ask what a module's `while` or `case` does, as the verifier
 reads it from the def-use chains (grader/verifier/constructs.py): lax.while_loop, fori_loop and
-scan all lower to a `while`, and a switch on a constant index is a `case` too.
+scan all lower to a `while`, and a switch on a constant index is a `case` too; and whether it
+does the work: the module run with it knocked out gives other values (grader/verifier/knockout.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class StructureCheckImpl:
             self.program = ProgramCalls(ctx.planner, spec.function, cases,
                                         public_positions(spec.public, spec.hidden, cases),
                                         inspect_only=self.expected is None, judged=False,
-                                        beyond=drawn_beyond(ctx, spec))
+                                        beyond=drawn_beyond(ctx, spec),
+                                        knockouts=spec.loop is not None or spec.case_chooses_output)
             self.expected_beyond = reference_values(full_id, spec, ctx, self.program.beyond)
         else:
             self.trace = ctx.planner.trace(spec.function, to_calls(cases)[0], spec.representation)
@@ -138,7 +140,10 @@ def construct_problem(spec: StructureCheck, constructs: Constructs | None) -> st
         return f"could not be followed: {constructs.unreadable if constructs else 'the verifier did not read it'}"
     if spec.loop is not None:
         loops = constructs.loops
-        if not any(loop.stop == spec.loop and loop.feeds_output for loop in loops):
+        if not any(loop.stop == spec.loop and loop.feeds_output and loop.does_work is not False for loop in loops):
+            if any(loop.stop == spec.loop and loop.feeds_output for loop in loops):
+                return ("has such a while loop, but the function returns the same values when the loop runs no "
+                        "step (it starts at the answer, computed some other way): the loop must compute it")
             if any(loop.stop == spec.loop for loop in loops):
                 return ("has such a while loop, but what the function returns does not come out of it (the loop "
                         "does not compute the answer)")
@@ -148,13 +153,17 @@ def construct_problem(spec: StructureCheck, constructs: Constructs | None) -> st
             return f"has a while loop, but {_WRONG_STOP[(spec.loop, shown.stop)]}"
     if spec.case_chooses_output:
         cases = constructs.cases
-        if not any(c.index_from_input and c.feeds_output and c.branches_differ for c in cases):
+        if not any(c.index_from_input and c.feeds_output and c.branches_differ and c.does_work is not False
+                   for c in cases):
             if not any(c.index_from_input for c in cases):
                 return ("has a case, but its index does not depend on the input (a constant index or predicate): "
                         "the branch must be chosen from the traced value")
             if not any(c.index_from_input and c.feeds_output for c in cases):
                 return "has a case, but its result is not what the function returns (something else computes the answer)"
-            return "has a case, but every branch returns the same values, so it chooses nothing"
+            if not any(c.index_from_input and c.feeds_output and c.branches_differ for c in cases):
+                return "has a case, but every branch returns the same values, so it chooses nothing"
+            return ("has a case, but the function returns the same values whichever branch it takes (its result "
+                    "does not change the answer: something else computes it)")
     return None
 
 

@@ -136,6 +136,9 @@ class LoopFacts(_Wire):
     feeds_output: bool
     bound: int | None = Field(default=None, ge=-2**31, lt=2**31, description=(
         "counted_by_constant: the integer constant its counter is compared with (its trip count)"))
+    does_work: bool | None = Field(default=None, description=(
+        "the module gives other values on the job's calls when this loop runs no step (knockout.py); "
+        "None: not asked or not measured"))
 
 
 class CaseFacts(_Wire):
@@ -145,6 +148,9 @@ class CaseFacts(_Wire):
     index_from_input: bool = Field(description="data flows from an argument to the branch index")
     feeds_output: bool = Field(description="one of its results reaches the outputs")
     branches_differ: bool = Field(description="not every branch returns the very same values")
+    does_work: bool | None = Field(default=None, description=(
+        "the module gives other values on the job's calls when this case always takes its first, or "
+        "its last, branch (knockout.py); None: not asked or not measured"))
 
 
 class Constructs(_Wire):
@@ -189,6 +195,8 @@ class VerifierJob(_Wire):
     module: bytes = Field(max_length=MAX_MODULE_BYTES)
     calls: list[Annotated[list[InputValue], Field(max_length=MAX_INPUTS)]] = Field(
         default_factory=list, max_length=MAX_CALLS)
+    knockouts: bool = Field(default=False, description=(
+        "run the module again with each loop and case knocked out (knockout.py): does each do the work?"))
 
 
 Values = list[Annotated[list[ArrayValue], Field(max_length=MAX_OUTPUTS)]]
@@ -286,6 +294,8 @@ def job_line(job: VerifierJob) -> bytes:
     Python's json reads back)."""
     line = {"id": job.id, "module": base64.b64encode(job.module).decode("ascii"),
             "calls": [[value.model_dump() for value in call] for call in job.calls]}
+    if job.knockouts:
+        line["knockouts"] = True
     return (json.dumps(line) + "\n").encode("utf-8")
 
 

@@ -30,6 +30,7 @@ def job_key(job: VerifierJob) -> bytes:
     digest = hashlib.sha256()
     digest.update(len(job.module).to_bytes(8, "little"))
     digest.update(job.module)
+    digest.update(b"\x01" if job.knockouts else b"\x00")
     for call in job.calls:
         digest.update(b"\x00call")
         for value in call:

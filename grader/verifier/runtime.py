@@ -573,6 +573,9 @@ def _run_job(job: Any) -> dict:
         result["facts"] = facts
         values: list[list[dict]] = []
         nodes = 0
+        knockouts = job.get("knockouts", False) is True
+        decoded: list[list[Any]] = []
+        results: list[list[Any]] = []
         if calls:
             _lapack_for(facts)
             fn = _runner(exported)
@@ -589,6 +592,9 @@ def _run_job(job: Any) -> dict:
                 if len(leaves) != len(outs):
                     raise JobError(f"call {i} returned {len(leaves)} outputs; "
                                    f"the module declares {len(outs)}")
+                if knockouts:
+                    decoded.append(args)
+                    results.append(leaves)
                 encoded = []
                 for k, (leaf, aval) in enumerate(zip(leaves, outs), 1):
                     value, n = encode_output(leaf, aval, f"call {i}, output {k}")
@@ -597,6 +603,8 @@ def _run_job(job: Any) -> dict:
                         raise JobError(f"the outputs are over {MAX_VALUE_NODES:,} values")
                     encoded.append(value)
                 values.append(encoded)
+            if knockouts:
+                _sibling("knockout").does_work(exported, constructs, facts, decoded, results, _runner)
         result.update(status="ok", values=values)
     except JobError as exc:
         result.update(status="error", values=None, detail=_short(exc))

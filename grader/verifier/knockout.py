@@ -1,0 +1,118 @@
+"""Whether a module's loop or case does the work: the module run again with that construct
+knocked out gives other values.
+
+constructs.py shows what a `while`'s stop reads and what a `case`'s index comes from; it cannot
+show that the construct matters. A `lax.while_loop` started at the closed form's answer
+(`sqrt(a)` twice) stops before its first step, and a `lax.switch` whose result is multiplied by
+zero before it is added to a `jnp.select` changes nothing, yet both read and feed what they
+should. So the module is run once more per construct, on the job's own calls, with it knocked
+out:
+
+- a `while`: its condition returns `false`, so it runs no step and returns its initial values;
+- a `case`: its index is the constant 0, then the constant of its last branch.
+
+A construct `does_work` when some call's outputs differ from the module's own; a knocked-out
+module can only run no step or take a branch the program has, so it never runs longer than one
+of the program's own branches. A construct whose knockout could not be built or run is not
+judged (None). Loaded by path from runtime.py (no `grader` package in the verifier).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+MAX_KNOCKOUTS = 8  # constructs knocked out per job (each is a module compiled and run again)
+
+
+def _ops(module: Any, constructs: Any) -> tuple[list[Any], list[Any]]:
+    """The module's `while` and `case` ops, in the order constructs.analyse reports them."""
+    graph, _ = constructs._build(module)
+    return graph.whiles, graph.cases
+
+
+def _constant_before(op: Any, value_type: Any, value: int) -> Any:
+    """A constant of a scalar tensor type, inserted just before `op`."""
+    import numpy as np
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+
+    element = ir.RankedTensorType(value_type).element_type
+    dtype = np.bool_ if ir.IntegerType(element).width == 1 else np.int32 if ir.IntegerType(element).width == 32 \
+        else np.int64
+    with ir.InsertionPoint(op), op.location:
+        attr = ir.DenseElementsAttr.get(np.array(value, dtype), type=ir.RankedTensorType(value_type))
+        return hlo.ConstantOp(attr).result
+
+
+def _knock(op: Any, kind: str, branch: int) -> None:
+    """Knock out one op in place (see the module docstring)."""
+    if kind == "loop":
+        cond = op.regions[0].blocks[0]
+        ops = cond.operations
+        stop = ops[len(ops) - 1].operation
+        stop.operands[0] = _constant_before(stop, stop.operands[0].type, 0)
+    else:
+        index = op.operands[0]
+        op.operands[0] = _constant_before(op, index.type, branch)
+
+
+def knocked_out(exported: Any, constructs: Any, kind: str, position: int, branch: int = 0) -> Any:
+    """`exported` with the `position`-th loop or case knocked out (a new jax Exported)."""
+    from jax._src.export._export import _module_to_bytecode
+    from jax._src.interpreters import mlir
+    from jax._src.lib import _jax
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        if isinstance(module, (str, bytes)):
+            module = ir.Module.parse(module)
+        whiles, cases = _ops(module, constructs)
+        _knock((whiles if kind == "loop" else cases)[position], kind, branch)
+        if not module.operation.verify():
+            raise ValueError("the knocked-out module does not verify")
+        data = _module_to_bytecode(module)
+    return dataclasses.replace(exported, mlir_module_serialized=data)
+
+
+def _same(a: list, b: list) -> bool:
+    import numpy as np
+
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
+            return False
+    return len(a) == len(b)
+
+
+def does_work(exported: Any, constructs: Any, facts: dict, args: list[list[Any]], outputs: list[list[Any]],
+              runner: Any) -> None:
+    """Mark each reported loop and case of `facts["constructs"]` with `does_work` (see the module
+    docstring): `runner(exported)` compiles a module, `args` are the job's decoded calls and
+    `outputs` the module's own leaves for them."""
+    import jax
+
+    found = facts.get("constructs") or {}
+    if found.get("unreadable") or not args:
+        return
+    budget = MAX_KNOCKOUTS
+    for kind, key in (("loop", "loops"), ("case", "cases")):
+        for position, entry in enumerate(found.get(key, [])):
+            if budget <= 0:
+                return
+            budget -= 1
+            branches = [0] if kind == "loop" else [0, 2**31 - 1]  # the index is clamped to the last branch
+            verdict: bool | None = False
+            try:
+                for branch in branches:
+                    fn = runner(knocked_out(exported, constructs, kind, position, branch))
+                    if any(not _same(jax.tree_util.tree_leaves(jax.block_until_ready(fn(*call))), mine)
+                           for call, mine in zip(args, outputs)):
+                        verdict = True
+                        break
+            except Exception:  # noqa: BLE001 - a knockout that cannot be built or run judges nothing
+                verdict = None
+            entry["does_work"] = verdict
