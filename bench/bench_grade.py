@@ -5,7 +5,7 @@ The three commands (the floor, `grade` with the sandbox, `grade --no-sandbox`) r
 processes, interleaved so that machine noise hits all alike; we report medians and ratios
 measured in one run, wall time and the CPU and peak memory of the whole process tree (kernel
 and verifier included: bench/tree.py). The first (unmeasured) run of each command warms the OS's
-file cache and builds the store of the reference's compiled programs (grader/executables.py),
+file cache and builds the store of the reference's compiled programs (grader/sandbox/executables.py),
 as any earlier run on this machine would have. Usage: python bench/bench_grade.py [--runs N]
 """
 

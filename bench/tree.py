@@ -27,7 +27,7 @@ class Cost:
 
 
 def _groups() -> dict[str, Path]:
-    from grader.sandbox import _own_cgroup
+    from grader.sandbox.layers import _own_cgroup
 
     made = {}
     for controller in ("cpuacct", "memory"):

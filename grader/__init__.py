@@ -1,6 +1,6 @@
 """Autograder for the JAX course: `grade submit.ipynb`, or `grade_one()` from Python.
 
-The names below are imported on first use (PEP 562), so that `import grader.kernel` or the
+The names below are imported on first use (PEP 562), so that `import grader.kernel.client` or the
 command line's first steps do not pay for the whole package.
 """
 

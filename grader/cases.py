@@ -19,7 +19,7 @@ import numpy as np
 
 from grader.errors import AssignmentBug
 from grader.faults import instructor_code
-from grader.probe.protocol import Call
+from grader.kernel.protocol import Call
 from grader.spec import Cases
 from grader.values import to_wire
 

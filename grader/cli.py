@@ -17,12 +17,12 @@ import os
 import shutil
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from grader import interrupts
 from grader.errors import GraderError, UsageError
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
+from grader.usage import Parser
 
 if TYPE_CHECKING:
     from grader.report import Report
@@ -50,17 +50,6 @@ exit codes:
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one sentence and exit 2, as for any bad usage
-        unknown = message.split("unrecognized arguments: ", 1)
-        if len(unknown) == 2:
-            flag = unknown[1].split()[0]
-            close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1)
-            if close:
-                message += f" (did you mean {close[0]}?)"
-        raise UsageError(message)
-
-
 class _Version(argparse.Action):
     """`--version`, read only when asked: building the parser must not import the report's
     models, which would delay the kernel that `grade FILE` starts before its heavier imports."""
@@ -76,7 +65,7 @@ class _Version(argparse.Action):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="grade", description="Grade JAX course submissions (notebooks or modules).",
+    p = Parser(prog="grade", description="Grade JAX course submissions (notebooks or modules).",
                 epilog=SUBCOMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action=_Version)
     p.add_argument("paths", nargs="+", metavar="PATH", help="submission files (.ipynb or .py)")
@@ -143,7 +132,7 @@ def _below(report: Report, fail_under: float | None) -> bool:
 
 def _check_isolation(args: argparse.Namespace, batch: bool = False) -> bool:
     """Whether to sandbox; says once what is missing; refuses a batch without the full sandbox."""
-    from grader.sandbox import detect
+    from grader.sandbox.layers import detect
 
     if args.no_sandbox:
         return False
@@ -160,9 +149,9 @@ def _check_isolation(args: argparse.Namespace, batch: bool = False) -> bool:
 
 def _validate(argv: list[str]) -> int:
     from grader import assignment as assignments
-    from grader.mutation.families import FAMILIES
+    from grader.course.mutation.families import FAMILIES
 
-    p = _Parser(prog="grade validate", description="Check that assignments are sound: every requirement has "
+    p = Parser(prog="grade validate", description="Check that assignments are sound: every requirement has "
                 "a check, solutions score full marks, templates zero, every hand-written mutant fails exactly "
                 "what it declares, every mutant derived from the reference is killed (or declared equivalent) "
                 "and every honest variant keeps full marks. Prints each row as it is judged, then the kill matrix.")
@@ -178,8 +167,8 @@ def _validate(argv: list[str]) -> int:
     if args.jobs < 1:
         raise UsageError("-j must be at least 1")
     names = assignments.select(args.assignments)
-    from grader import validation_outputs as outputs
-    from grader.validate import validate_all
+    from grader.course import validation_outputs as outputs
+    from grader.course.validate import validate_all
 
     live = outputs.Live()
     try:
@@ -215,7 +204,7 @@ def _batch(args: argparse.Namespace) -> int:
         raise UsageError(f"{missing[0]} does not exist: pass the folder of submissions (or the files) to grade")
     single = len(args.paths) == 1 and Path(args.paths[0]).is_file()
     sandboxed = _check_isolation(args, batch=not single)
-    from grader.grade_many import grade_many, not_graded_lines
+    from grader.batch.run import grade_many, not_graded_lines
     from grader.options import GradeOptions
 
     options = GradeOptions(assignment=args.assignment, seed=args.seed, cell_timeout=args.timeout,
@@ -258,7 +247,7 @@ def _batch(args: argparse.Namespace) -> int:
 
 def _print_single(args: argparse.Namespace) -> None:
     """The student's own verdict, for one file graded into a batch folder."""
-    from grader.gradebook import Gradebook
+    from grader.outputs.gradebook import Gradebook
     from grader.render import summary
 
     book = args.outdir / "gradebook.sqlite"
@@ -266,7 +255,7 @@ def _print_single(args: argparse.Namespace) -> None:
         student = args.student or gradebook.student_at(os.path.abspath(args.paths[0]))
     if student is None:
         return
-    from grader.discovery import report_file_name
+    from grader.batch.discovery import report_file_name
     from grader.report import Report
 
     report = Report.model_validate_json((args.outdir / report_file_name(student)).read_text(encoding="utf-8"))
@@ -275,13 +264,13 @@ def _print_single(args: argparse.Namespace) -> None:
 
 
 def _pack(argv: list[str]) -> int:
-    p = _Parser(prog="grade pack", description="Write what students get: a wheel of the self-check with the "
+    p = Parser(prog="grade pack", description="Write what students get: a wheel of the self-check with the "
                 "assignment's public checks only, the template notebook and STUDENTS.md.")
     p.add_argument("assignment", metavar="ASSIGNMENT")
     p.add_argument("-o", "--outdir", type=Path, required=True, help="the folder to hand out")
     args = p.parse_args(argv)
     from grader import assignment as assignments
-    from grader.pack import build_pack
+    from grader.course.pack import build_pack
 
     if args.assignment not in assignments.available():
         raise assignments.not_found(args.assignment)
@@ -293,17 +282,17 @@ def _pack(argv: list[str]) -> int:
 def _export(argv: list[str]) -> int:
     from grader.term.commands import export
 
-    return export(_Parser, argv)
+    return export(Parser, argv)
 
 
 def _adjust(argv: list[str]) -> int:
     from grader.term.commands import adjust
 
-    return adjust(_Parser, argv)
+    return adjust(Parser, argv)
 
 
 def _gradescope_bundle(argv: list[str]) -> int:
-    from grader.term.gradescope_bundle import cli_bundle
+    from grader.gradescope.bundle import cli_bundle
 
     return cli_bundle(argv)
 
@@ -364,29 +353,30 @@ def run(argv: list[str]) -> int:
     sandboxed = _check_isolation(args)
     # Start the first kernel before the heavier imports (jupyter_client above all): it boots
     # while the grader gets ready, and is adopted by the first Kernel.
-    from grader.executables import sandbox_policy
-    from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel
+    from grader.kernel.launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel
+    from grader.sandbox.executables import sandbox_policy
 
     policy = sandbox_policy(sandboxed)
     first = LaunchedKernel(policy, KERNEL_ARGS + WARM_ARGS) if Path(args.paths[0]).is_file() else None
     kernels = None
     try:
-        from grader.kernel import Prelaunched
+        from grader.kernel.client import Prelaunched
 
         if first is not None:
             kernels = Prelaunched(sandbox=policy, first=first)
             first = None
+        from grader import precompile
         from grader.options import GradeOptions
         from grader.pipeline import grade_one
 
         options = GradeOptions(assignment=args.assignment, seed=args.seed, cell_timeout=args.timeout,
                                student=args.student, sandbox=sandboxed)
-        from grader.progress import StageLine
+        from grader.batch.progress import StageLine
 
         path = Path(args.paths[0])
         stages = StageLine()
         try:
-            report = grade_one(path, options, kernel_factory=kernels, on_stage=stages, build_executables=True)
+            report = grade_one(path, options, kernel_factory=kernels, on_stage=stages, on_assignment=precompile.ensure_for)
         finally:
             stages.close()
         _emit(report, args, path)

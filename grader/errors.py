@@ -115,7 +115,7 @@ class KernelStartFailed(KernelError):
 
 class MachineOverloaded(KernelError):
     """A cell, check or verifier job timed out while the machine kept the sandbox's processes
-    from the CPU (grader/starvation.py): the timeout is not the student's. The submission is
+    from the CPU (grader/sandbox/starvation.py): the timeout is not the student's. The submission is
     graded again; starved again, it is that student's error report saying so (grader.faults)."""
 
     def __init__(self, where: str, detail: str):

@@ -6,7 +6,7 @@
                       a broken machine, spec or instructor code, or a bad command line.
                       -> the run stops with one line (exit 3, or 2 for bad input of the instructor).
     the machine's     MachineOverloaded: a timeout while other processes had the sandbox's CPU,
-                      still so after a regrade (grader/starvation.py). -> that student's error
+                      still so after a regrade (grader/sandbox/starvation.py). -> that student's error
                       report saying the machine was overloaded, never a timeout verdict; the batch
                       goes on, and a rerun grades it again (an error report is never kept as done).
     nobody knows      any other exception while grading one submission: a grader bug that this

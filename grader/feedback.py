@@ -13,8 +13,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from grader.attribution import defined_names
 from grader.inert import text
+from grader.judging.attribution import defined_names
 from grader.report import Report
 from grader.submission import SourceCell
 

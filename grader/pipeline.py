@@ -11,20 +11,21 @@ from pathlib import Path
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
-from grader.attribution import attribute
 from grader.checks import Seen
 from grader.errors import AssignmentBug, MachineOverloaded, UsageError, WrongAssignment
 from grader.faults import one_line
-from grader.judging import judge, observe_all, only, plan, programs
-from grader.kernel import Kernel
+from grader.judging.attribution import attribute
+from grader.judging.plan import observe_all, only, plan
+from grader.judging.scoring import total
+from grader.judging.verdicts import judge, programs
+from grader.judging.verification import InBackground
+from grader.kernel.client import Kernel
+from grader.kernel.session import Session
 from grader.options import GradeOptions
 from grader.report import Isolation, Report, SubmissionRef, environment
-from grader.sandbox import SandboxPolicy, available
-from grader.scoring import total
-from grader.session import Session
-from grader.starvation import REGRADES
+from grader.sandbox.layers import SandboxPolicy, available
+from grader.sandbox.starvation import REGRADES
 from grader.submission import Submission, claim_text, read_submission
-from grader.verification import InBackground
 from grader.verifier.client import Verifier
 
 
@@ -37,8 +38,8 @@ def isolation_for(options: GradeOptions) -> Isolation:
 
 def policy_for(options: GradeOptions) -> SandboxPolicy | None:
     """The sandbox of this run's kernels and verifiers: the default limits, and the reference
-    solutions' compiled programs to read (grader/executables.py) where the machine can bind them."""
-    from grader import executables
+    solutions' compiled programs to read (grader/sandbox/executables.py) where the machine can bind them."""
+    from grader.sandbox import executables
 
     return executables.sandbox_policy(options.sandbox)
 
@@ -114,19 +115,19 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
               kernel_factory: Callable[[], Kernel] | None = None,
               verifier: Verifier | None = None,
               on_stage: Callable[[str], None] | None = None,
-              build_executables: bool = False) -> Report:
+              on_assignment: Callable[[Assignment, GradeOptions], None] | None = None) -> Report:
     """Grade one submission in its own fresh kernel and return its report.
 
     `kernel_factory` supplies kernels (the first may already be launched, to boot while the
     grader imports and plans). Raises SubmissionUnreadable / UsageError / SpecInvalid / AssignmentNotFound for bad input and
     KernelStartFailed when no kernel can run at all; everything the student's code does is a
     status inside the report instead. `verifier` runs the exported programs (one per
-    submission: a fresh one unless given, closed at the end either way). `build_executables`
-    (the command line's single file): compile the reference solution's programs first if this
-    machine has not yet (grader/executables.py).
+    submission: a fresh one unless given, closed at the end either way). `on_assignment`
+    is called once the submission's assignment is known, before its first grading (the command
+    line's single file compiles the reference solution's programs then: grader/precompile.py).
 
     A cell or check that timed out while the machine kept the submission's processes from the
-    CPU is no verdict (grader/starvation.py): the submission is graded again, from the start and
+    CPU is no verdict (grader/sandbox/starvation.py): the submission is graded again, from the start and
     with the same seed, at most REGRADES times; still starved, MachineOverloaded (its error report).
     """
     options = options or GradeOptions()
@@ -135,7 +136,7 @@ def grade_one(path: str | Path, options: GradeOptions | None = None, *,
     for attempt in range(REGRADES + 1):
         try:
             return _grade_once(path, options, kernel_factory=kernel_factory, verifier=verifier,
-                               on_stage=on_stage, build_executables=build_executables and attempt == 0)
+                               on_stage=on_stage, on_assignment=on_assignment if attempt == 0 else None)
         except MachineOverloaded:
             if attempt == REGRADES:
                 raise
@@ -152,15 +153,13 @@ def _fresh(verifier: Verifier) -> Verifier:
 
 def _grade_once(path: str | Path, options: GradeOptions, *, kernel_factory: Callable[[], Kernel] | None,
                 verifier: Verifier | None, on_stage: Callable[[str], None] | None,
-                build_executables: bool) -> Report:
+                on_assignment: Callable[[Assignment, GradeOptions], None] | None) -> Report:
     """One grading of the submission (grade_one's steps)."""
     started = time.monotonic()
     submission = read_submission(path)
     assignment = assignments.load(choose_assignment(submission, options))
-    if build_executables:
-        from grader import executables
-
-        executables.ensure(assignment, sandbox=options.sandbox)
+    if on_assignment is not None:
+        on_assignment(assignment, options)
     limits = assignment.spec.limits
     cell_timeout = options.cell_timeout or limits.cell_timeout_s
     probe_timeout = options.cell_timeout or limits.probe_timeout_s

@@ -2,7 +2,7 @@
 
 It judges the live namespace of the student's notebook with the same spec and the same check
 code as `grade`, observed through the in-process prober instead of a fresh kernel, at the
-"self_check" stage (`grader.reveal`): hidden checks, predictions and quiz answers are left to the
+"self_check" stage (`grader.judging.reveal`): hidden checks, predictions and quiz answers are left to the
 hand-in and said so. Each exercise has the spec's time limit (an endless loop stops with a
 sentence) and an interrupt stops it at once. It imports no kernel or sandbox code, so the student
 pack (`grade pack`) runs it anywhere JAX runs. The authoritative grade is `grade submit.ipynb`.
@@ -20,10 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from grader import assignment as assignments
-from grader.judging import judge, observe_all, plan, seen_all
-from grader.probe.local import LocalProber, LocalVerifier
+from grader.judging.local import LocalProber, LocalVerifier
+from grader.judging.plan import observe_all, plan, seen_all
+from grader.judging.reveal import judged_now
+from grader.judging.verdicts import judge
 from grader.render import summary_exercise
-from grader.reveal import judged_now
 
 _warned: set[str] = set()
 

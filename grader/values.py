@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.probe.protocol import (
+from grader.kernel.protocol import (
     ArrayValue,
     DictValue,
     NoneValue,

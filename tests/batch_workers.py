@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import time
 
-from grader.batch import Task, error_report
+from grader.batch.executors import Task, error_report
 from grader.report import Report
 
 
 def grade_or_die(task: Task) -> Report:
     """A worker grading "killer" dies on the spot (as an OOM kill would end it); the others get a
     'graded' report after a moment, so that they are running when it dies."""
-    from grader import batch
+    from grader.batch import executors as batch
 
     if batch._started is not None:
         batch._started.put((os.getpid(), task.student))

@@ -92,7 +92,7 @@ class Recorder:
         self.tasks: list = []
 
     def map(self, tasks):
-        from grader.batch import error_report
+        from grader.batch.executors import error_report
 
         for task in tasks:
             self.tasks.append(task)
@@ -103,39 +103,53 @@ class Recorder:
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     """Batches in this test grade nothing: `recorder.tasks` is what they would have graded."""
     rec = Recorder()
-    monkeypatch.setattr("grader.grade_many.executor_for", lambda jobs, scheduler: rec)
+    monkeypatch.setattr("grader.batch.run.executor_for", lambda jobs, scheduler: rec)
     return rec
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The suite's store of compiled programs (grader/executables.py) is its own, in a temporary
+    """The suite's store of compiled programs (grader/sandbox/executables.py) is its own, in a temporary
     directory the workers and every `grade` a test starts inherit: the assignments tests copy and
     change are built into it, never into the user's ~/.cache."""
     import os
     import tempfile
 
-    from grader import executables
+    from grader.sandbox import executables
 
     if not hasattr(config, "workerinput") and executables.ENV not in os.environ:
         os.environ[executables.ENV] = tempfile.mkdtemp(prefix="grader-test-executables-")
         config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(executables.ENV), ignore_errors=True))
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """The reference solutions' compiled programs are built here, once, rather than by whichever
-    test happens to grade first (a test that kills its grader would then kill a build). With
-    pytest-xdist, the controller builds before it starts its workers."""
-    from grader import assignment, executables
+_built_here = False
 
-    if hasattr(session.config, "workerinput"):
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The reference solutions' compiled programs are built once, before the first test that
+    starts kernels (`kernel` marker), not by every pytest run: a run of unit tests grades nothing.
+    One process of the session builds while the others wait on a lock, so that a test that
+    kills its grader never kills a build, and two workers never grade the references twice."""
+    global _built_here
+    if _built_here or item.get_closest_marker("kernel") is None:
         return
+    import fcntl
+    import os
 
-    for name in assignment.available():
-        executables.ensure(assignment.load(name))
+    from grader import assignment, precompile
+    from grader.sandbox import executables
+
+    _built_here = True
+    store = executables.store()
+    if store is None:
+        return
+    with open(Path(os.environ.get(executables.ENV) or store) / ".tests-building", "w") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        for name in assignment.available():
+            precompile.ensure(assignment.load(name))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The warm worker's servers (tests/warm_grading.py) end with the session."""
-    from grader import warm_worker
+    from grader.batch import warm_worker
 
     warm_worker.close_all()

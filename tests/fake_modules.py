@@ -3,7 +3,7 @@ module facts instead of running a kernel and a verifier."""
 
 from __future__ import annotations
 
-from grader.verifier.client import CaseFacts, Constructs, LoopFacts
+from grader.verifier.protocol import CaseFacts, Constructs, LoopFacts
 
 
 def working(ops: tuple[str, ...]) -> Constructs:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions, Report
-from warm_grading import grade_warm
 
 pytestmark = pytest.mark.kernel
 
@@ -154,7 +154,7 @@ def test_what_is_not_a_sequence_of_8_bool_likes_says_so(value, detail) -> None:
 def test_answer_checks_take_every_form_of_a_sequence_and_of_a_bool(value, key, accept, passes) -> None:
     from grader.checks import Context, Planner, Seen
     from grader.checks.answer import AnswerCheckImpl
-    from grader.probe.protocol import Observation, ValuesResult
+    from grader.kernel.protocol import Observation, ValuesResult
     from grader.spec import AnswerCheck
     from grader.values import to_wire
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions
-from grader.attribution import attribute, defined_names
+from grader.judging.attribution import attribute, defined_names
+from grader.kernel.wire import cell_line
 from grader.render import summary
 from grader.report import CellProblem, CheckResult, ExerciseResult
 from grader.submission import SourceCell
-from grader.wire import cell_line
-from warm_grading import grade_warm
 
 
 def test_defined_names_of_a_cell() -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch import SerialExecutor, Task, error_report
-from grader.discovery import discover
-from grader.exports import gradescope_results
-from grader.grade_many import grade_many
+from grader.batch.discovery import discover
+from grader.batch.executors import SerialExecutor, Task, error_report
+from grader.batch.run import grade_many
 from grader.options import GradeOptions
+from grader.outputs.exports import gradescope_results
 from grader.report import Report
 from grader.submission import claim_text
 
@@ -230,7 +230,7 @@ def test_a_serial_batch_closes_the_warm_worker_it_made_and_keeps_the_caller_s(tm
     grading needs no new servers."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from grader import warm_worker
+    from grader.batch import warm_worker
 
     closed: list[object] = []
     monkeypatch.setattr(warm_worker.WarmWorker, "close", lambda self: closed.append(self))
@@ -240,7 +240,7 @@ def test_a_serial_batch_closes_the_warm_worker_it_made_and_keeps_the_caller_s(tm
         warm_worker.current()  # what grade_task grades with
         return error_report(task, "not graded in this test")
 
-    monkeypatch.setattr("grader.batch.grade_task", graded)
+    monkeypatch.setattr("grader.batch.executors.grade_task", graded)
     task = Task(student="a", path=str(tmp_path / "a.py"), options=OPTIONS)
 
     def in_a_thread_of_its_own() -> tuple:  # thread-local: no warm worker from earlier tests
@@ -413,9 +413,9 @@ def test_a_worker_that_dies_costs_only_its_own_submission(monkeypatch: pytest.Mo
 
     import batch_workers
 
-    from grader.batch import LocalExecutor
+    from grader.batch.executors import LocalExecutor
 
-    monkeypatch.setattr("grader.batch._grade_in_worker", batch_workers.grade_or_die)
+    monkeypatch.setattr("grader.batch.executors._grade_in_worker", batch_workers.grade_or_die)
     tasks = [Task(student=s, path=f"{s}.py", options=OPTIONS) for s in ("ann", "killer", "bea", "cy", "dan")]
 
     def too_slow(*_: object) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from fake_modules import working
 
 from grader import assignment
 from grader.assignment import Assignment
@@ -20,7 +21,7 @@ from grader.checks.base import ModuleFacts, RunOutcome
 from grader.checks.interface import accepts
 from grader.checks.numeric import mismatch
 from grader.checks.program import ProgramCalls, StudentCalls
-from grader.probe.protocol import (
+from grader.kernel.protocol import (
     CompileCountResult,
     ExportRequest,
     ExportResult,
@@ -36,7 +37,6 @@ from grader.probe.protocol import (
 )
 from grader.spec import StructureCheck
 from grader.values import describe, to_wire
-from fake_modules import working
 
 SEED = 1
 
@@ -797,7 +797,7 @@ def test_a_module_only_inspected_must_prove_itself_correct(ch2, ctx) -> None:
 
 
 def test_a_plan_is_built_once_per_assignment_seed_and_stage(ch2) -> None:
-    from grader.judging import plan
+    from grader.judging.plan import plan
 
     first, again = plan(ch2, 3), plan(ch2, 3)
     assert first is not again and [c for _, cs in first for c in cs] == [c for _, cs in again for c in cs]

@@ -15,21 +15,21 @@ from urllib.parse import unquote
 
 import pytest
 
-from grader.classpage.assets import SCRIPT, csp
-from grader.classpage.summary import NOT_ANSWERED
-from grader.classreport import BINS, bin_index, render_html, summarize, write_class_report
-from grader.discovery import report_file_name, student_file_stem
+from grader.batch.discovery import report_file_name, student_file_stem
+from grader.outputs.classpage.assets import SCRIPT, csp
+from grader.outputs.classpage.summary import NOT_ANSWERED
+from grader.outputs.classreport import BINS, bin_index, render_html, summarize, write_class_report
 from grader.report import (
     Adjustment,
     CellProblem,
     CheckResult,
     Environment,
     ExerciseResult,
+    Isolation,
     LatePenalty,
     Report,
     SubmissionRef,
 )
-from grader.report import Isolation
 from grader.term.models import SimilarGroup
 
 # a small assignment: exercise -> check id -> points
@@ -193,7 +193,7 @@ def test_empty_class_says_no_submissions(tmp_path: Path) -> None:
 
 
 def test_our_not_answered_is_the_graders() -> None:
-    from grader.reveal import NOT_ANSWERED as GRADERS
+    from grader.judging.reveal import NOT_ANSWERED as GRADERS
 
     assert NOT_ANSWERED == GRADERS
 

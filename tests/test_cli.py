@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import re
 
 import pytest
 
@@ -187,7 +186,7 @@ def test_a_long_grading_shows_what_it_does_on_a_terminal() -> None:
     import io
     import threading
 
-    from grader.progress import StageLine
+    from grader.batch.progress import StageLine
 
     class Terminal(io.StringIO):
         drawn = threading.Event()

@@ -13,8 +13,8 @@ import pytest
 distributed = pytest.importorskip("distributed")
 import dask
 
-from grader.batch import SerialExecutor, Task
-from grader.cluster import MISSING_EXTRA, DaskExecutor, _outcome, worker_facts, worker_problems
+from grader.batch.cluster import MISSING_EXTRA, DaskExecutor, _outcome, worker_facts, worker_problems
+from grader.batch.executors import SerialExecutor, Task
 from grader.errors import AssignmentNotFound, KernelStartFailed, SpecInvalid, UsageError
 from grader.options import GradeOptions
 
@@ -165,7 +165,7 @@ def _profiling(client) -> set[bool]:
 def test_a_batch_pauses_the_workers_profiler_and_resumes_it(cluster_client) -> None:
     """Dask samples every task thread every 10 ms: paused while the grader's batch runs, running
     again after it, as the instructor's cluster had it."""
-    from grader.cluster import close_warm_workers, start_servers
+    from grader.batch.cluster import close_warm_workers, start_servers
 
     assert _profiling(cluster_client) == {True}
     cluster_client.run(start_servers, False)  # what a batch runs on its workers as it starts

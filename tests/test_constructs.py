@@ -2,7 +2,7 @@
 
 `lax.while_loop`, `fori_loop` and `scan` all lower to a StableHLO `while`; a `switch` on a
 constant index is a `case` as one on the income is. The verifier reads what each loop's stop and
-each case's index depend on (grader/verifier/constructs.py); the structure checks' `loop` and
+each case's index depend on (grader/verifier/inside/constructs.py); the structure checks' `loop` and
 `case_chooses_output` judge it. Each kind is shown on a real exported module, the reference's
 and its look-alike's, then the check's verdict and sentence, then the mutants that must fail.
 """
@@ -17,14 +17,14 @@ import pytest
 from jax import lax
 
 from grader import assignment
-from grader.errors import SpecInvalid
-from grader.mutation.families import derive_mutants
-from grader.mutation.interface import FunctionUse, Interface, StructureNeed
-from grader.mutation.introspect import ReferenceFacts
-from grader.spec import StructureCheck
 from grader.checks.structure import construct_problem
-from grader.verifier import runtime
-from grader.verifier.client import CaseFacts, Constructs, LoopFacts
+from grader.course.mutation.families import derive_mutants
+from grader.course.mutation.interface import FunctionUse, Interface, StructureNeed
+from grader.course.mutation.introspect import ReferenceFacts
+from grader.errors import SpecInvalid
+from grader.spec import StructureCheck
+from grader.verifier.inside import runtime
+from grader.verifier.protocol import CaseFacts, Constructs, LoopFacts
 
 constructs = runtime.constructs
 REPO = Path(__file__).resolve().parent.parent
@@ -355,9 +355,10 @@ def test_lookalikes_are_derived_for_the_construct_each_check_names() -> None:
 @pytest.mark.parametrize("name", ["newton_sqrt.lookalike_fori_loop", "tax_switch.lookalike_constant_case",
                                   "train_fori.lookalike_static_scan"])
 def test_each_lookalike_loses_only_its_structure_check(name, tmp_path) -> None:
-    from grader import GradeOptions
-    from grader.validate import derived_mutants
     from warm_grading import grade_warm
+
+    from grader import GradeOptions
+    from grader.course.validate import derived_mutants
 
     made = derived_mutants(assignment.load("ch2-jit"), REPO / "solutions" / "ch2-jit.py", {"lookalike"})
     mutant = next(m for m in made if m.name == name)

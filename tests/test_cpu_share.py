@@ -2,7 +2,7 @@
 
 Each kernel and verifier has a cgroup v1 cpu group of its own (equal `cpu.shares`) and a cpuacct
 group whose CPU time, with its threads' run-queue delay, tells a timeout the student caused from
-one the machine caused (grader/starvation.py). A starved timeout regrades the submission, and
+one the machine caused (grader/sandbox/starvation.py). A starved timeout regrades the submission, and
 starved again it is an error report saying the machine was overloaded, never a timeout verdict.
 """
 
@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 
 from grader import pipeline
-from grader.batch import Task, error_report
+from grader.batch.executors import Task, error_report
 from grader.errors import MachineOverloaded
 from grader.faults import classify, grade_guarded
-from grader.kernel import CellRun
+from grader.kernel.client import CellRun
+from grader.kernel.session import Session
 from grader.options import GradeOptions
 from grader.report import Report
-from grader.sandbox import CGROUP_ROOT, Sandbox, SandboxPolicy, available, owner_tag
-from grader.session import Session
-from grader.starvation import FAIR_CORES, REGRADES, WAITED_SHARE, CpuMeter, CpuWindow, starved
+from grader.sandbox.layers import CGROUP_ROOT, Sandbox, SandboxPolicy, available, owner_tag
+from grader.sandbox.starvation import FAIR_CORES, REGRADES, WAITED_SHARE, CpuMeter, CpuWindow, starved
 from grader.submission import read_submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,7 +227,7 @@ def _timed_out(kernel, code: str, *, hogs: bool, share: int = 1024) -> CellRun:
 @cpu_layer
 @pytest.mark.kernel
 def test_a_real_kernel_kept_from_the_cpu_times_out_starved_and_one_that_sleeps_does_not() -> None:
-    from grader.kernel import Kernel
+    from grader.kernel.client import Kernel
 
     kernel = Kernel(sandbox=SandboxPolicy())
     try:
@@ -272,7 +272,7 @@ def test_a_hog_beside_an_honest_submission_costs_the_honest_one_nothing() -> Non
     one part in 200. With one, it gets its half of the machine."""
     import tempfile
 
-    from grader.sandbox import launch_environment
+    from grader.sandbox.layers import launch_environment
 
     scratch = Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-hog-"))
     sandbox = Sandbox(scratch, SandboxPolicy(), ISOLATION)  # as a neighbour's kernel has

@@ -18,11 +18,11 @@ import nbformat
 import pytest
 
 from grader import assignment as assignments
-from grader.mutation.families import derive_mutants, rename_helpers
-from grader.mutation.interface import derive
-from grader.mutation.introspect import introspect
-from grader.validate import MatrixRow, Validation, validate_all
-from grader.validation_outputs import junit, matrix_table, page
+from grader.course.mutation.families import derive_mutants, rename_helpers
+from grader.course.mutation.interface import derive
+from grader.course.mutation.introspect import introspect
+from grader.course.validate import MatrixRow, Validation, validate_all
+from grader.course.validation_outputs import junit, matrix_table, page
 
 HEAD = """
 schema_version = 1
@@ -155,7 +155,7 @@ def test_no_construct_mutant_without_a_requirement_for_it(tiny) -> None:
 def test_an_assignment_planned_twice_is_introspected_once_until_its_reference_changes(tiny, monkeypatch) -> None:
     """The pytest plugin plans an assignment's items when it collects them and again when it
     validates them: one process importing JAX for both, and a new one for a new reference."""
-    import grader.validate as validate_module
+    import grader.course.validate as validate_module
 
     folder = tiny(spec())
     calls = []
@@ -178,7 +178,7 @@ def test_helpers_are_renamed_token_by_token() -> None:
 
 
 def _validation(rows: list[MatrixRow]) -> Validation:
-    from grader.validate import AssignmentValidation, Row
+    from grader.course.validate import AssignmentValidation, Row
 
     return Validation(assignments=[AssignmentValidation(
         assignment="tiny", checks=["scale.values", "scale.compiles_once", "other.values"], matrix=rows,
@@ -311,9 +311,10 @@ def test_a_while_loop_unrolled_by_its_mutant_is_killed_by_the_while_check_alone(
     """ch2-jit's newton_sqrt without its while loop, unrolled to the reference's cap of 100 steps:
     only the while check fails it. Its compile count finishes within the request limit (XLA took
     12 s on the unrolled chain before each step got an optimization barrier, and timed out)."""
-    from grader import GradeOptions
-    from grader.validate import derived_mutants
     from warm_grading import grade_warm
+
+    from grader import GradeOptions
+    from grader.course.validate import derived_mutants
 
     made = derived_mutants(assignments.load("ch2-jit"), repo_root / "solutions" / "ch2-jit.py", {"construct_removed"})
     mutant = next(m for m in made if m.name == "newton_sqrt.without_while")
@@ -330,9 +331,10 @@ def test_a_while_loop_unrolled_by_its_mutant_is_killed_by_the_while_check_alone(
 def test_grading_some_exercises_probes_judges_and_scores_those_alone(repo_root, tmp_path) -> None:
     """What `grade validate` grades a derived mutant with: its exercises only. A broken tax does
     not show when newton alone is graded, and newton's programs are the only ones run."""
+    from warm_grading import grade_warm
+
     from grader import GradeOptions
     from grader.errors import UsageError
-    from warm_grading import grade_warm
 
     path = tmp_path / "tax_broken.py"
     path.write_text((repo_root / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
@@ -351,7 +353,7 @@ def test_validate_grades_a_derived_mutant_on_its_exercises_and_the_rest_whole(mo
     """The kill of a derived mutant is read on its exercises alone, so only those are graded; a
     hand-written mutant (which must fail nothing else), the solutions, the template and an honest
     variant that must keep every point are graded whole."""
-    from grader.batch import error_report
+    from grader.batch.executors import error_report
 
     tasks = []
 
@@ -361,7 +363,7 @@ def test_validate_grades_a_derived_mutant_on_its_exercises_and_the_rest_whole(mo
                 tasks.append(task)
                 yield task, error_report(task, "-").model_copy(update={"status": "graded", "error": None})
 
-    monkeypatch.setattr("grader.batch.SerialExecutor", Recording)
+    monkeypatch.setattr("grader.batch.executors.SerialExecutor", Recording)
     validate_all(["ch2-jit"], workers=1, families={"output_perturbed", "honest"})
     graded_on = {task.student: task.options.exercises for task in tasks}
     assert graded_on["derived step.out0_rel_1e-3"] == ("training",)
@@ -373,7 +375,7 @@ def test_validate_grades_a_derived_mutant_on_its_exercises_and_the_rest_whole(mo
     assert any(key.startswith("template") and on is None for key, on in graded_on.items())
 
 
-# ----------------------------------------------------------------------------- overfit (grader/mutation/overfit.py)
+# ----------------------------------------------------------------------------- overfit (grader/course/mutation/overfit.py)
 
 HIDDEN_K = """
 [[exercises.checks]]
@@ -432,7 +434,7 @@ def _tiny_with_k_domain(tiny, generator: str) -> Path:
 
 
 def test_overfit_mutants_are_derived_for_a_declared_argument_from_what_the_visible_checks_sample(tiny) -> None:
-    from grader.mutation import overfit
+    from grader.course.mutation import overfit
 
     _tiny_with_k_domain(tiny, "drawn")
     assert not [m for m in _derived(Path()) if m.family == "overfit"]  # no spec read: none

@@ -19,9 +19,9 @@ from urllib.parse import unquote
 import pytest
 
 from grader import submission
-from grader.discovery import NOT_UTF8, discover, report_file_name, student_file_stem
+from grader.batch.discovery import NOT_UTF8, discover, report_file_name, student_file_stem
+from grader.batch.run import grade_many
 from grader.errors import SubmissionUnreadable
-from grader.grade_many import grade_many
 from grader.options import GradeOptions
 from grader.report import Report
 from grader.submission import MAX_BYTES, SYMLINK, peek, read_bytes, read_submission
@@ -257,7 +257,7 @@ def test_the_read_is_bounded_even_when_the_size_lies(tmp_path: Path, monkeypatch
 MEMORY_SCRIPT = """
 import json, resource, sys
 from pathlib import Path
-from grader.grade_many import grade_many
+from grader.batch.run import grade_many
 from grader.options import GradeOptions
 
 small, big, out = map(Path, sys.argv[1:4])

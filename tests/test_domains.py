@@ -209,7 +209,7 @@ def test_no_hidden_check_s_hint_names_a_number_the_exercise_does_not(assignment)
 def test_the_packed_spec_does_not_carry_the_hidden_domains() -> None:
     import tomllib
 
-    from grader.pack import public_spec
+    from grader.course.pack import public_spec
 
     loaded = assignments.load("ch2-jit")
     public = public_spec(loaded, tomllib.loads((loaded.folder / "assignment.toml").read_text(encoding="utf-8")))

@@ -1,13 +1,15 @@
-"""A batch worker's fork servers start before it imports the grader (grader/early_servers.py),
+"""A batch worker's fork servers start before it imports the grader (grader/batch/early_servers.py),
 and its warm worker adopts them: no second server is booted for the first submission."""
 
 from __future__ import annotations
 
 import pytest
 
-from grader import GradeOptions, early_servers, executables
-from grader.sandbox import available
-from grader.warm_worker import WarmWorker
+from grader import GradeOptions
+from grader.batch import early_servers
+from grader.batch.warm_worker import WarmWorker
+from grader.sandbox import executables
+from grader.sandbox.layers import available
 
 pytestmark = [pytest.mark.kernel,
               pytest.mark.skipif(not available().sandboxed, reason="fork servers need the whole sandbox")]

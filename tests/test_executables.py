@@ -1,4 +1,4 @@
-"""The store of the reference solution's compiled programs (grader/executables.py).
+"""The store of the reference solution's compiled programs (grader/sandbox/executables.py).
 
 What must hold: every sandboxed verifier reads it and none can write it; no kernel sees it (its
 programs are the answer key: tests/test_kernel_reach.py lists what a kernel can open); nothing a
@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from grader import assignment as assignments
-from grader import executables
-from grader.kernel import Kernel
+from grader import precompile
+from grader.kernel.client import Kernel
 from grader.options import GradeOptions
 from grader.pipeline import grade_one
-from grader.sandbox import available
+from grader.sandbox import executables
+from grader.sandbox.layers import available
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "ch2-jit.ipynb"
@@ -41,7 +42,7 @@ def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         path = executables.store()
         assert path is not None and path.is_relative_to(root)
-        added = executables.ensure(assignments.load("ch2-jit"))
+        added = precompile.ensure(assignments.load("ch2-jit"))
         assert added > 0
         yield path
     finally:
@@ -65,7 +66,7 @@ def test_the_build_holds_the_verifiers_programs_alone(built_store: Path) -> None
 def test_a_second_ensure_builds_nothing(built_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
     monkeypatch.setattr(executables, "build", lambda *a: calls.append(a) or 0)
-    assert executables.ensure(assignments.load("ch2-jit")) == 0
+    assert precompile.ensure(assignments.load("ch2-jit")) == 0
     assert calls == []
 
 
@@ -113,10 +114,10 @@ def _in_verifier(store: Path, code: str) -> str:
     import subprocess
     import tempfile
 
-    from grader.sandbox import VERIFIER_DIR, Sandbox, SandboxPolicy, launch_environment
+    from grader.sandbox.layers import VERIFIER_INSIDE, Sandbox, SandboxPolicy, launch_environment
 
     with tempfile.TemporaryDirectory(prefix="grade-test-verifier-") as scratch:
-        sandbox = Sandbox(Path(scratch), SandboxPolicy(executables=store), available(), runtime_dir=VERIFIER_DIR)
+        sandbox = Sandbox(Path(scratch), SandboxPolicy(executables=store), available(), runtime_dir=VERIFIER_INSIDE)
         sandbox.prepare()
         try:
             argv = sandbox.wrap([sys.executable, "-I", "-c", code])
@@ -215,5 +216,5 @@ def test_an_entry_holding_another_programs_bytes_is_removed_before_any_kernel_re
     assert list((copy / executables.BUILT).iterdir()) == []  # rebuilt by the next ensure
     report = grade_one(SOLUTION, GradeOptions(assignment="ch2-jit", seed=3))
     assert report.score == report.max_score
-    assert executables.ensure(assignments.load("ch2-jit")) >= 1
+    assert precompile.ensure(assignments.load("ch2-jit")) >= 1
     assert victim.exists() and victim.read_bytes() != donor.read_bytes()

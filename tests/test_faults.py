@@ -12,11 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions, Report
-from grader.kernel import Kernel
-from grader.probe.protocol import MIME_TYPE
-from warm_grading import grade_warm
+from grader.kernel.client import Kernel
+from grader.kernel.protocol import MIME_TYPE
 
 pytestmark = pytest.mark.kernel
 

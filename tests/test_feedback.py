@@ -9,12 +9,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions
 from grader.feedback import page, write_page
 from grader.report import CheckResult, Environment, ExerciseResult, Isolation, Report, SubmissionRef
 from grader.submission import SourceCell, read_submission
-from warm_grading import grade_warm
 
 
 class Dom(HTMLParser):

@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 from jax import export, lax
 
-from grader.probe.protocol import ArrayValue, PyScalar
-from grader.sandbox import SandboxPolicy, available
-from grader.sandbox import _exited as _gone  # gone, or a zombie
+from grader.kernel.protocol import ArrayValue, PyScalar
+from grader.sandbox.layers import SandboxPolicy, available
+from grader.sandbox.layers import _exited as _gone  # gone, or a zombie
 from grader.values import from_wire, to_wire
-from grader.verifier.client import Verifier, VerifierJob, VerifierResult
+from grader.verifier.client import Verifier
 from grader.verifier.forkserver import VerifierServer
+from grader.verifier.protocol import VerifierJob, VerifierResult
 from grader.verifier.result_cache import ResultCache, job_key
 
 ISOLATION = available()
@@ -111,7 +112,7 @@ def test_the_probe_exports_the_same_program_as_the_same_bytes() -> None:
     (`_without_locations`) gives the very same bytes."""
     import base64
 
-    from grader.probe.runtime import _without_locations, begin_batch, op_export
+    from grader.kernel.inside.runtime import _without_locations, begin_batch, op_export
 
     made, probed = [], []
     for padding, arg in (("", "x"), ("\n\n\n", "value")):
@@ -223,7 +224,7 @@ def test_a_server_that_dies_is_replaced(server: VerifierServer) -> None:
 @kernel
 @full_sandbox
 def test_a_stopped_server_is_replaced(server: VerifierServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader import forking
+    from grader.sandbox import forking
 
     monkeypatch.setattr(forking, "FORK_TIMEOUT_S", 2.0)
     Verifier(POLICY, server=server).wait_ready().close()
@@ -269,7 +270,7 @@ def test_an_answered_job_starts_no_verifier() -> None:
 def test_a_checkout_under_tmp_is_kept_and_the_server_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A venv or checkout under /tmp (a CI runner's clone) is bound into the sandbox, so bwrap
     makes its parents in the sandbox's /tmp: those stay, and the server is not replaced for them."""
-    from grader.sandbox import Sandbox
+    from grader.sandbox.layers import Sandbox
 
     bound = tmp_path / "venv"
     bound.mkdir()

@@ -20,9 +20,9 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from grader.errors import UsageError
+from grader.gradescope.bundle import build_bundle, cli_bundle
+from grader.gradescope.run import GRADER_FAULT, isolation_note
 from grader.report import Isolation
-from grader.term.gradescope_bundle import build_bundle, cli_bundle
-from grader.term.gradescope_run import GRADER_FAULT, isolation_note
 
 ASSIGNMENT_FILES = ("assignment.toml", "references.py", "checks.py", "notebook.toml")
 
@@ -146,7 +146,7 @@ def test_the_zip_holds_gradescope_s_two_scripts_the_wheel_and_the_assignment_onl
     with zipfile.ZipFile(bundle) as z, z.open(wheel) as w, zipfile.ZipFile(w) as inner:
         names = inner.namelist()
         meta = inner.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    assert "grader/term/gradescope_run.py" in names and not any(n.startswith("assignments/") for n in names)
+    assert "grader/gradescope/run.py" in names and not any(n.startswith("assignments/") for n in names)
     assert "Requires-Dist: jax==0.12.0.1" in meta
 
 
@@ -225,7 +225,7 @@ def test_an_unreadable_notebook_is_the_student_s_error_not_the_grader_s(autograd
 
 def test_a_broken_bundle_is_the_grader_s_fault_and_setup_sh_s_check_says_so(autograder: Path) -> None:
     env = {**os.environ, "GRADESCOPE_ROOT": str(autograder)}
-    prepare = [sys.executable, "-m", "grader.term.gradescope_run", "--prepare"]
+    prepare = [sys.executable, "-m", "grader.gradescope.run", "--prepare"]
     done = subprocess.run(prepare, env=env, check=False, capture_output=True, text=True)
     assert done.returncode == 0 and "ch2-jit is ready to grade" in done.stdout, done.stderr
     assignments = autograder / "source" / "assignments"

@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from grader.sandbox import available
-from grader.term.gradescope_bundle import build_bundle
 from test_gradescope_bundle import documented, unzip
+
+from grader.gradescope.bundle import build_bundle
+from grader.sandbox.layers import available
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = (HERE.parent / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")

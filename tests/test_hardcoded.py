@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions
-from warm_grading import grade_warm
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SUBMISSION = FIXTURES / "submissions" / "hardcoded_answers.py"

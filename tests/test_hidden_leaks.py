@@ -13,22 +13,23 @@ import re
 
 import numpy as np
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions, Report
 from grader import assignment as assignments
 from grader.cases import materialize
 from grader.checks.base import CheckOutcome, not_available
-from grader.exports import gradescope_results
 from grader.feedback import page
-from grader.judging import observe_all, plan
-from grader.probe.protocol import ExportRequest, Observation, Raised, Request
+from grader.judging.plan import observe_all, plan
+from grader.judging.reveal import revealed
+from grader.judging.scoring import score_check
+from grader.kernel.protocol import ExportRequest, Observation, Raised, Request
+from grader.outputs.exports import gradescope_results
 from grader.render import summary
-from grader.report import CheckResult, Environment, ExerciseResult, Isolation, Report as ReportModel, SubmissionRef
-from grader.reveal import revealed
-from grader.scoring import score_check
+from grader.report import CheckResult, Environment, ExerciseResult, Isolation, SubmissionRef
+from grader.report import Report as ReportModel
 from grader.spec import NumericCheck
 from grader.submission import read_submission
-from warm_grading import grade_warm
 
 SEED = 5
 COUNT = re.compile(r"\b\d+ of \d+\b")  # "wrong on 11 of 39 hidden inputs", "2 of 12 elements differ"
@@ -111,7 +112,7 @@ def _spec_text(report: Report, check_id: str) -> str:
     return " ".join([spec.message, spec.hint or "", spec.title])
 
 
-# ----------------------------------------------------------------------------- grader.reveal alone
+# ----------------------------------------------------------------------------- grader.judging.reveal alone
 
 
 def hidden_numeric(**extra) -> NumericCheck:

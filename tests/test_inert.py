@@ -12,11 +12,18 @@ from pathlib import Path
 import pytest
 
 from grader import inert
-from grader.exports import gradescope_results, write_summary_csv
-from grader.progress import Progress
+from grader.batch.progress import Progress
+from grader.outputs.exports import gradescope_results, write_summary_csv
 from grader.render import summary, summary_exercise
-from grader.report import (CellProblem, CheckResult, Environment, ExerciseResult, Isolation, Report,
-                           SubmissionRef)
+from grader.report import (
+    CellProblem,
+    CheckResult,
+    Environment,
+    ExerciseResult,
+    Isolation,
+    Report,
+    SubmissionRef,
+)
 
 SPOOF = "\x1b[2J\x1b[H Total 100 / 100"
 # one of each: CSI, OSC (a window title), C0 NUL / BEL / CR / LF / TAB, DEL, C1 CSI, bidi override

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader import interrupts
-from grader.batch import SerialExecutor, Task
+from grader.batch.executors import SerialExecutor, Task
 from grader.options import GradeOptions
 
 
@@ -59,7 +59,7 @@ def test_a_dropped_sigterm_is_raised_as_terminated(monkeypatch) -> None:
 def test_a_batch_grades_no_further_submission_after_a_dropped_ctrl_c(tmp_path: Path, monkeypatch) -> None:
     """The serial batch checks before each submission: nothing is graded (not even started)."""
     graded: list[str] = []
-    monkeypatch.setattr("grader.batch.grade_task", lambda task, warm=False: graded.append(task.student))
+    monkeypatch.setattr("grader.batch.executors.grade_task", lambda task, warm=False: graded.append(task.student))
     task = Task(student="next", path=str(tmp_path / "next.py"), options=GradeOptions(assignment="ch2-jit"))
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with interrupts.handled():

@@ -1,4 +1,4 @@
-"""Messages from the kernel: what the grader accepts, drops unread, or refuses (grader/wire.py),
+"""Messages from the kernel: what the grader accepts, drops unread, or refuses (grader/kernel/wire.py),
 and what Kernel.run makes of it; Ctrl-C during a cell; the grader's memory under an output flood.
 
 The kernel is the student's process and holds the session key, so the hostile messages here are
@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from jupyter_client.session import DELIM, Session
 
-from grader import wire
-from grader.kernel import Kernel
-from grader.probe.protocol import MIME_TYPE
-from grader.wire import GraderSession, KernelSocket, MessageRejected, depth_of, loads_bounded, shape_of
+from grader.kernel import wire
+from grader.kernel.client import Kernel
+from grader.kernel.protocol import MIME_TYPE
+from grader.kernel.wire import GraderSession, KernelSocket, MessageRejected, depth_of, loads_bounded, shape_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -277,7 +277,7 @@ def test_shape_counts_values_exactly(text, depth, values) -> None:
 def test_shape_agrees_with_the_probe_protocol_on_random_documents() -> None:
     import random
 
-    from grader.probe.protocol import measure
+    from grader.kernel.protocol import measure
 
     rng = random.Random(7)
 
@@ -798,7 +798,7 @@ def test_a_replacement_kernel_works_after_a_rejection() -> None:
 @pytest.mark.kernel
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")
 def test_a_hostile_message_from_a_sandboxed_kernel() -> None:
-    from grader.sandbox import SandboxPolicy, available
+    from grader.sandbox.layers import SandboxPolicy, available
 
     if not available().sandboxed:
         pytest.skip(f"sandbox layers missing: {available().missing}")
@@ -846,7 +846,7 @@ def test_observations_are_collected_only_for_the_cells_that_ask() -> None:
 
 MEMORY_SCRIPT = textwrap.dedent('''
     import json, sys, time
-    from grader.kernel import Kernel
+    from grader.kernel.client import Kernel
 
     def peak_mb():
         for line in open("/proc/self/status"):
@@ -898,7 +898,7 @@ def test_a_thread_printing_forever_does_not_grow_the_grader(tmp_path) -> None:
 
 ATTACK_SCRIPT = textwrap.dedent('''
     import json, sys, time
-    from grader.kernel import Kernel
+    from grader.kernel.client import Kernel
 
     def status(key):
         for line in open("/proc/self/status"):
@@ -996,7 +996,7 @@ def test_hostile_messages_do_not_grow_the_grader(tmp_path) -> None:
 CTRL_C_SCRIPT = textwrap.dedent('''
     import signal, sys
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a test runner may ignore it)
-    from grader.kernel import Kernel
+    from grader.kernel.client import Kernel
     kernel = Kernel(sandbox=None).start()
     print(kernel._km.provisioner.process.pid, flush=True)
     try:

@@ -6,7 +6,7 @@ read-only into every kernel, so a submission read the reference's programs and h
 as its own exports (100 on every module check). Nothing derived from the answer key (the
 reference's programs, the assignment folder with its references and hidden-input generators,
 the solutions) may be reachable from a kernel: only the student's own scratch, the grader's
-kernel-side code (grader/probe/), the course's Python environment and the system's own files.
+kernel-side code (grader/kernel/inside/), the course's Python environment and the system's own files.
 
 The allowed places are written here, not taken from `Sandbox`, so that the test does not pass
 whatever the sandbox binds; and every readable file that has the size of a secret file is
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.kernel import Kernel
-from grader.kernel_server import KernelServer
-from grader.sandbox import PROBE_DIR, SandboxPolicy, _kernel_package_dirs, available
+from grader.kernel.client import Kernel
+from grader.kernel.server import KernelServer
+from grader.sandbox.layers import KERNEL_INSIDE, SandboxPolicy, _kernel_package_dirs, available
 
 ROOT = Path(__file__).resolve().parent.parent
 ISOLATION = available()
@@ -72,7 +72,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _allowed(scratch: Path) -> list[Path]:
-    return [*SYSTEM, Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PROBE_DIR,
+    return [*SYSTEM, Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), KERNEL_INSIDE,
             *_kernel_package_dirs(), scratch.resolve()]
 
 
@@ -128,6 +128,11 @@ def test_a_kernel_reaches_nothing_outside_its_files_the_probe_and_the_python_env
                if p != Path("/tmp") and not any(p == a or a in p.parents for a in allowed)
                and not any(p in a.parents for a in allowed)]
     assert outside == []
+    # of the grader's own folder, only its kernel wing's inside/ (and the empty folders above it)
+    grader = ROOT / "grader"
+    seen_of_grader = [p for p in paths if p == grader or grader in p.parents]
+    assert seen_of_grader and all(p == KERNEL_INSIDE or KERNEL_INSIDE in p.parents or p in KERNEL_INSIDE.parents
+                                  for p in seen_of_grader), seen_of_grader
     for mount in found["mounts"]:
         point = Path(mount)
         assert point in (Path("/"), Path("/tmp")) or any(point == a or a in point.parents for a in allowed), mount

@@ -1,4 +1,4 @@
-"""Kernels forked from a warm kernel server (grader/kernel_server.py, grader/forking.py).
+"""Kernels forked from a warm kernel server (grader/kernel/server.py, grader/sandbox/forking.py).
 
 Each test attacks what a fork shares with the server and with the kernels before and after it:
 the kernel must be as isolated as a fresh one (user, filter, cgroups of its own), must not see
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.kernel import Kernel
-from grader.kernel_server import KernelServer
-from grader.sandbox import SandboxPolicy, available
-from grader.sandbox import _exited as _gone  # gone, or a zombie
+from grader.kernel.client import Kernel
+from grader.kernel.server import KernelServer
+from grader.sandbox.layers import SandboxPolicy, available
+from grader.sandbox.layers import _exited as _gone  # gone, or a zombie
 
 ISOLATION = available()
 POLICY = SandboxPolicy()
@@ -129,7 +129,7 @@ def test_a_kernel_that_kills_the_server_costs_only_itself(server: KernelServer) 
 
 
 def test_a_kernel_that_stops_the_server_costs_only_itself(server: KernelServer, monkeypatch) -> None:
-    from grader import forking
+    from grader.sandbox import forking
 
     monkeypatch.setattr(forking, "FORK_TIMEOUT_S", 2.0)
     with Kernel(sandbox=POLICY, server=server) as first:

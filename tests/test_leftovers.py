@@ -16,17 +16,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_modules import working
+from warm_grading import grade_warm
 
 from grader import GradeOptions, Report, assignment
 from grader.checks import Check, Context, Planner, Seen, build
 from grader.checks.base import ModuleFacts, RunOutcome
 from grader.checks.program import ProgramCalls
-from grader.kernel import Kernel
+from grader.kernel.client import Kernel
+from grader.kernel.protocol import ExportResult, Observation
 from grader.pipeline import grade_one
-from grader.probe.protocol import ExportResult, Observation
-from grader.sandbox import SandboxPolicy, available
-from fake_modules import working
-from warm_grading import grade_warm
+from grader.sandbox.layers import SandboxPolicy, available
 
 SEED = 5
 

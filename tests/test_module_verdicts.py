@@ -8,9 +8,9 @@ student's own process; now the grader judges the exported program, executed by i
 from __future__ import annotations
 
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions, Report
-from warm_grading import grade_warm
 
 pytestmark = pytest.mark.kernel
 
@@ -130,7 +130,7 @@ def test_no_hidden_value_in_any_student_facing_output(submission_from_reference)
     instructor's report keeps the counterexample."""
     import re
 
-    from grader.exports import gradescope_results
+    from grader.outputs.exports import gradescope_results
     from grader.render import summary
 
     report = grade(submission_from_reference("setup", "tax", "newton", "detective", "training",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from grader import assignment
-from grader.validate import Mutant, mutants_of
+from grader.course.validate import Mutant, mutants_of
 
 ASSIGNMENTS = assignment.available()
 

@@ -15,7 +15,7 @@ import pytest
 
 from grader import assignment as assignments
 from grader.cases import materialize
-from grader.pack import build_pack
+from grader.course.pack import build_pack
 
 
 @pytest.fixture(scope="module")
@@ -123,16 +123,26 @@ def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_
         "if len(sys.argv) > 2:\n"
         "    exec(sys.argv[2], ns)\n"
         "for exercise in ('tax', 'newton', 'detective', 'training'):\n"
-        "    check(exercise, 'ch2-jit', namespace=ns, seed=1)\n")
+        "    check(exercise, 'ch2-jit', namespace=ns, seed=1)\n"
+        "import json, os\n"
+        "packed = {m for m in sys.modules if m == 'grader' or m.startswith('grader.')}\n"
+        "open(os.environ['LOADED'], 'w').write(json.dumps(sorted(packed)))\n")
     reference = str(repo_root / "solutions" / "ch2-jit.py")
 
     def selfcheck(*extra: str) -> str:
         run = subprocess.run([str(python), str(script), reference, *extra], capture_output=True, text=True,
-                             cwd=tmp_path, env=env)
+                             cwd=tmp_path, env={**env, "LOADED": str(tmp_path / "loaded.json")})
         assert run.returncode == 0, run.stderr[-3000:]
         return run.stdout
 
     right = selfcheck()
+    # the self-check loads only what the pack holds: the judging core, the checks, the models, the
+    # wings' inside/ (no kernel client, sandbox, batch or class tool is in it, or needed)
+    loaded = json.loads((tmp_path / "loaded.json").read_text())
+    assert "grader.judging.verdicts" in loaded and "grader.verifier.protocol" in loaded
+    assert not [m for m in loaded if m.startswith(("grader.sandbox", "grader.batch", "grader.kernel.client",
+                                                   "grader.kernel.session", "grader.verifier.client",
+                                                   "grader.pipeline", "grader.outputs", "grader.course"))], loaded
     assert "✗" not in right and "!" not in right.replace("⏳", ""), right
     assert right.count("⏳") == 4 and "8 checked when you hand in (20 pts)" in right  # the detective
     wrong = selfcheck("tax_vectorized = jax.jit(lambda income: income * 0.1)")

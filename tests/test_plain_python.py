@@ -15,17 +15,17 @@ from pydantic import ValidationError
 
 from grader import GradeOptions, Report, assignment
 from grader.assignment import Assignment
+from grader.cases import Case
 from grader.checks import Context, Planner, Seen, build
 from grader.checks.eager import aliased_calls
+from grader.course.mutation import honest_forms
+from grader.course.mutation.families import derive_mutants
+from grader.course.mutation.interface import FunctionUse, Interface, NameUse
+from grader.course.mutation.introspect import FunctionFacts, Leaf, ReferenceFacts
 from grader.errors import AssignmentBug
-from grader.mutation import honest_forms
-from grader.mutation.families import derive_mutants
-from grader.mutation.interface import FunctionUse, Interface, NameUse
-from grader.mutation.introspect import FunctionFacts, Leaf, ReferenceFacts
-from grader.cases import Case
-from grader.probe.local import LocalProber
-from grader.probe.protocol import CallRequest, Observation, Raised, ValuesResult
-from grader.reveal import revealed
+from grader.judging.local import LocalProber
+from grader.judging.reveal import revealed
+from grader.kernel.protocol import CallRequest, Observation, Raised, ValuesResult
 from grader.spec import EagerCheck
 from grader.values import to_wire
 
@@ -157,7 +157,7 @@ def test_what_a_hidden_eager_call_raised_reaches_the_student_as_its_kind_only(ch
 
 
 def test_the_in_process_prober_counts_and_passes_one_object_twice() -> None:
-    """The student pack's self-check speaks the same requests (grader/probe/local.py)."""
+    """The student pack's self-check speaks the same requests (grader/judging/local.py)."""
     namespace: dict[str, Any] = {}
     exec(  # noqa: S102 - a notebook's cell
         "def step(w, b):\n    return w + 1, b + 1\n"

@@ -10,14 +10,14 @@ not (tests/test_hardcoded.py grades the complete one).
 from __future__ import annotations
 
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions, Report
 from grader.assignment import load
 from grader.cases import Case
 from grader.checks.evidence import RightValues, is_evidence
 from grader.checks.numeric import agreeing, covers, mismatch
-from grader.judging import plan
-from warm_grading import grade_warm
+from grader.judging.plan import plan
 
 SEED = 3
 TAX_VALUE_CHECKS = {"tax.switch_visible": 4, "tax.switch_hidden": 4, "tax.vectorized_visible": 3,

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from grader.probe import runtime
-from grader.probe.protocol import MIME_TYPE, Observation
+from grader.kernel.inside import runtime
+from grader.kernel.protocol import MIME_TYPE, Observation
 
 
 def array(values, dtype="float32") -> dict:
@@ -390,7 +390,7 @@ def test_the_kernel_s_recompile_explanations_are_bounded() -> None:
     and the wire refuses too many of them or overlong ones."""
     from pydantic import ValidationError
 
-    from grader.probe.protocol import CompileCountResult
+    from grader.kernel.protocol import CompileCountResult
 
     CompileCountResult(compiles=1, names=["f"], why=["at x"] * 64, arguments=["a"] * 64, static=["a"])
     for field, value in (("why", ["at x"] * 65), ("static", ["s" * 3000]), ("arguments", ["a"] * 65)):

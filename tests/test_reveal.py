@@ -1,11 +1,11 @@
-"""What a student may see of a verdict (grader.reveal): the policy per check and its defaults."""
+"""What a student may see of a verdict (grader.judging.reveal): the policy per check and its defaults."""
 
 from __future__ import annotations
 
 import pytest
 
 from grader.checks.base import CheckOutcome
-from grader.reveal import judged_now, not_judged_yet, revealed
+from grader.judging.reveal import judged_now, not_judged_yet, revealed
 from grader.spec import AnswerCheck, CustomCheck, NumericCheck
 
 ROWS = {"rows": [[1.0]], "types": ["py"]}

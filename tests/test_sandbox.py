@@ -38,11 +38,11 @@ from typing import Any, Iterator
 import pytest
 
 from grader import GradeOptions, Report, grade_one
-from grader.kernel import Kernel
-from grader.kernel_launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel
-from grader.probe.protocol import MIME_TYPE
+from grader.kernel.client import Kernel
+from grader.kernel.launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel
+from grader.kernel.protocol import MIME_TYPE
 from grader.report import Isolation
-from grader.sandbox import CGROUP_ROOT, LAYERS, PROBE_DIR, Sandbox, SandboxPolicy, available
+from grader.sandbox.layers import CGROUP_ROOT, KERNEL_INSIDE, LAYERS, Sandbox, SandboxPolicy, available
 
 ISOLATION = available()
 POLICY = SandboxPolicy()
@@ -105,7 +105,7 @@ def observe(kernel: Kernel, body: str, **params: Any) -> dict[str, Any]:
 
 def sandboxed_kernel(how: str) -> Kernel:
     """A sandboxed kernel as jupyter_client starts it, or as `grade FILE` starts its first one
-    (grader/kernel_launch.py) and the Kernel adopts it: both must be the same sandbox."""
+    (grader/kernel/launch.py) and the Kernel adopts it: both must be the same sandbox."""
     if how == "adopted":
         return Kernel(adopt=LaunchedKernel(POLICY, KERNEL_ARGS))
     return Kernel(sandbox=POLICY)
@@ -341,7 +341,7 @@ def test_a_kernel_cannot_see_another_kernels_scratch_dir() -> None:
 def test_writes_outside_the_scratch_dir_fail_and_tmp_is_private(kernel: Kernel, repo_root: Path) -> None:
     name = f"sandbox-write-{uuid.uuid4().hex}"
     outside = [Path("/usr") / name, Path("/etc") / name, Path("/") / name, repo_root / name,
-               repo_root / "solutions" / name, PROBE_DIR / name, Path(sys.prefix) / name,
+               repo_root / "solutions" / name, KERNEL_INSIDE / name, Path(sys.prefix) / name,
                Path(sys.base_prefix) / name]
     facts = observe(kernel, '''
         name = params["name"]
@@ -589,9 +589,9 @@ def test_a_kernel_started_early_and_never_adopted_leaves_nothing() -> None:
 def test_stop_strays_without_namespaces_keeps_the_kernel_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without bubblewrap, the provisioner's process is the kernel itself (the daemon is reparented
     outside the sandbox, but it is still in the cgroup)."""
-    import grader.kernel
+    import grader.kernel.client
 
-    monkeypatch.setattr(grader.kernel, "available",
+    monkeypatch.setattr(grader.kernel.client, "available",
                         lambda: Isolation(sandboxed=False, layers=["cgroups", "rlimits"], missing={}))
     with Kernel(sandbox=POLICY) as kernel:
         check_stop_strays(kernel, chain_length=1)
@@ -878,7 +878,7 @@ def test_wrap_puts_the_kernel_inside_every_layer(tmp_path: Path, repo_root: Path
     binds = bwrap_binds(bw)
     readonly = {src for option, src, _ in binds if option.startswith("--ro-bind")}
     writable = {src for option, src, _ in binds if not option.startswith("--ro-bind")}
-    assert PROBE_DIR in readonly
+    assert KERNEL_INSIDE in readonly
     for prefix in (Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()):
         assert covered(prefix, readonly), prefix
         assert not covered(prefix, writable), prefix
@@ -916,11 +916,11 @@ def test_wrap_without_layers_leaves_the_command_alone(tmp_path: Path) -> None:
 
 def test_a_batch_is_refused_when_a_layer_is_missing(tmp_path: Path, monkeypatch, capsys) -> None:
     """Simulated here (this machine has every layer): no kernel starts, one line says why."""
-    import grader.sandbox
+    import grader.sandbox.layers
     from grader.cli import main
 
-    partial = grader.sandbox.Detected(layers=("rlimits",), missing={"namespaces": "bubblewrap is not installed"})
-    monkeypatch.setattr(grader.sandbox, "detect", lambda: partial)
+    partial = grader.sandbox.layers.Detected(layers=("rlimits",), missing={"namespaces": "bubblewrap is not installed"})
+    monkeypatch.setattr(grader.sandbox.layers, "detect", lambda: partial)
     for name in ("alice", "bob"):
         (tmp_path / f"{name}.py").write_text("x = 1\n", encoding="utf-8")
     code = main([str(tmp_path / "alice.py"), str(tmp_path / "bob.py"), "-o", str(tmp_path / "reports")])

@@ -1,4 +1,4 @@
-"""The seccomp layer (grader/seccomp.py): the filter program, then the filter in a real kernel.
+"""The seccomp layer (grader/sandbox/seccomp.py): the filter program, then the filter in a real kernel.
 
 A. The program, without any kernel: well-formed as the kernel's checker demands, and what it
    decides for every call, judged by a small classic-BPF interpreter below on both arches
@@ -29,11 +29,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from grader import seccomp
-from grader.kernel import Kernel
-from grader.probe.protocol import MIME_TYPE
-from grader.sandbox import LAYERS, SECCOMP_FD, Sandbox, SandboxPolicy, available
+from grader.kernel.client import Kernel
+from grader.kernel.protocol import MIME_TYPE
 from grader.report import Isolation
+from grader.sandbox import seccomp
+from grader.sandbox.layers import LAYERS, SECCOMP_FD, Sandbox, SandboxPolicy, available
 
 ISOLATION = available()
 POLICY = SandboxPolicy()
@@ -363,7 +363,7 @@ def test_wrap_hands_the_filter_to_bubblewrap_on_a_fixed_fd(tmp_path: Path) -> No
 # with prctl, then reports what a few calls did.
 CHILD = r"""
 import ctypes, errno, json, mmap, os, struct, subprocess, sys, threading
-from grader import seccomp
+from grader.sandbox import seccomp
 
 arch, locked = seccomp.native_arch(), sys.argv[1]
 nr = seccomp.numbers(arch)
@@ -451,7 +451,7 @@ def test_loaded_in_a_child_the_filter_refuses_add_key_and_allows_getpid(tmp_path
 # threads, pools, locks and JAX compilations that use futexes (some of them shared ones).
 FUTEX_CHILD = r"""
 import concurrent.futures, ctypes, errno, json, multiprocessing, os, queue, sys, threading, time
-from grader import seccomp
+from grader.sandbox import seccomp
 
 arch = seccomp.native_arch()
 nr = seccomp.numbers(arch)

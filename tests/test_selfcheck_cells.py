@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+from warm_grading import grade_warm
 
 from grader import GradeOptions
 from grader.submission import read_submission, selfcheck_source
-from warm_grading import grade_warm
 
 ROOT = Path(__file__).resolve().parent.parent
 

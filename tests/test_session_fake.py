@@ -1,7 +1,7 @@
 """Session logic (cells, probe batches, restarts, replays) with a fake kernel: no processes.
 
 The fake kernel runs cells with `exec` in a dict and answers probe cells with the real probe
-(`grader.probe.runtime.observe`). Student code simulates the faults a real kernel can suffer by
+(`grader.kernel.inside.runtime.observe`). Student code simulates the faults a real kernel can suffer by
 raising `KernelDies` (the process goes away) or `CellHangs` (the cell runs past its deadline).
 Both are BaseExceptions, so the probe does not catch them, as it does not catch a real hang.
 """
@@ -13,10 +13,10 @@ import json
 
 import pytest
 
-from grader.kernel import CellRun
-from grader.probe import runtime
-from grader.probe.protocol import CallRequest, LookupRequest, Observation, PyScalar, Call, ValueRequest
-from grader.session import MAX_RESTARTS, Session, probe_code
+from grader.kernel.client import CellRun
+from grader.kernel.inside import runtime
+from grader.kernel.protocol import Call, CallRequest, LookupRequest, Observation, PyScalar, ValueRequest
+from grader.kernel.session import MAX_RESTARTS, Session, probe_code
 from grader.submission import SourceCell, Submission
 
 
@@ -55,7 +55,7 @@ def probe_nonce(code: str) -> str:
 
 
 class FakeKernel:
-    """Stands in for grader.kernel.Kernel: start(), run(code, timeout) -> CellRun, alive, close()."""
+    """Stands in for grader.kernel.client.Kernel: start(), run(code, timeout) -> CellRun, alive, close()."""
 
     def __init__(self, factory: FakeKernelFactory):
         self.factory = factory

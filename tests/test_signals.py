@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
+from grader.sandbox import layers as sandbox
 
 pytestmark = [pytest.mark.kernel, pytest.mark.serial]  # counts every grader cgroup on the machine
 

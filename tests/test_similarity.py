@@ -16,17 +16,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import export
+from warm_grading import grade_warm
 
 from grader import GradeOptions, Report
-from grader.exports import gradescope_results
 from grader.feedback import page
+from grader.outputs.exports import gradescope_results
 from grader.render import summary
 from grader.report import ProgramFingerprint
 from grader.term.models import SimilarGroup
 from grader.term.similarity import DEFAULT_THRESHOLD, MIN_SIZE, record_groups, similar_groups
-from grader.verifier import fingerprint, runtime
-from grader.verifier.client import MAX_RESULT_NODES, BadAnswer, VerifierJob, parse_result
-from warm_grading import grade_warm
+from grader.verifier.inside import fingerprint, runtime
+from grader.verifier.protocol import MAX_RESULT_NODES, BadAnswer, VerifierJob, parse_result
 
 SEED = 5
 STUDENTS = ("copy_a", "copy_b", "independent_a", "independent_b")

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch import Task, error_report
-from grader.gradebook import Gradebook, Stored
+from grader.batch.executors import Task, error_report
 from grader.options import GradeOptions
+from grader.outputs.gradebook import Gradebook, Stored
+from grader.outputs.staging import MANIFEST, STAGING, Staging, recover
 from grader.report import Adjustment, Report
 from grader.term.final import finalize
 from grader.term.late import LatePolicy, load_policy, load_times
-from grader.term.staging import MANIFEST, STAGING, Staging, recover
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = (ROOT / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
@@ -172,7 +172,7 @@ def test_the_digest_changes_with_any_file_a_verdict_depends_on(tmp_path: Path) -
 
 
 def book_of(out: Path, reports: list[Report]) -> None:
-    from grader.term.outputs import update
+    from grader.outputs.rebuild import update
 
     out.mkdir(exist_ok=True)
     with Gradebook(out / "gradebook.sqlite") as book:
@@ -293,7 +293,7 @@ def test_a_tampered_then_fixed_tolerance_regrades_the_assignment(tmp_path: Path)
     subs.mkdir()
     (subs / "alice.py").write_text(REFERENCE, encoding="utf-8")
     options = OPTIONS.model_copy(update={"assignment": str(folder), "sandbox": False})
-    from grader.grade_many import grade_many
+    from grader.batch.run import grade_many
 
     assert grade_many([subs], out, options).graded == 1
     assert grade_many([subs], out, options).resumed == 1
@@ -340,7 +340,7 @@ def test_a_regrade_killed_midway_leaves_the_old_consistent_state(tmp_path: Path)
 
 def test_a_second_command_on_a_folder_being_updated_refuses_and_touches_nothing(tmp_path: Path) -> None:
     """It used to delete the running batch's staging folder (its regrade lost, a traceback)."""
-    from grader.term.staging import locked
+    from grader.outputs.staging import locked
 
     out = tmp_path / "out"
     book_of(out, [graded("alice", 80.0)])

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.validate import Row, read_mutant, table, validate
+from grader.course.validate import Row, read_mutant, table, validate
 from grader.errors import GraderError
 
 SPEC = """
@@ -189,15 +189,15 @@ def test_each_exercise_reports_its_domains_and_its_overfit_and_lookalike_verdict
     """Per exercise, in the JSON and as a terminal row: the domain each declared argument is drawn
     from, and which overfit and lookalike mutants were killed. Here every grading is a report whose
     checks did not pass (a fake executor, no kernel), so every derived mutant counts as killed."""
-    from grader.batch import error_report
-    from grader.validate import exercise_item, planned_items, validate_all
+    from grader.batch.executors import error_report
+    from grader.course.validate import exercise_item, planned_items, validate_all
 
     class NothingPasses:
         def map(self, given):
             for task in given:
                 yield task, error_report(task, "-").model_copy(update={"status": "graded", "error": None})
 
-    monkeypatch.setattr("grader.batch.SerialExecutor", NothingPasses)
+    monkeypatch.setattr("grader.batch.executors.SerialExecutor", NothingPasses)
     validation = validate_all(["ch2-jit"], workers=1, families={"overfit"})
     (result,) = validation.assignments
     by_id = {e.exercise: e for e in result.exercises}

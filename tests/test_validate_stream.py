@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from grader import assignment as assignments
-from grader import validate as validating
-from grader.batch import error_report
+from grader.batch.executors import error_report
+from grader.course import validate as validating
+from grader.course.validate import Row, Status, validate_all
+from grader.course.validation_outputs import Live
 from grader.errors import UsageError
-from grader.validate import Row, Status, validate_all
-from grader.validation_outputs import Live
 
 ASSIGNMENT = "ch2-practice"
 
@@ -53,8 +53,8 @@ def test_rows_arrive_as_each_item_is_judged_and_the_result_keeps_the_items_order
     folder = course_copy(tmp_path, repo_root, mutants=3)
     monkeypatch.setenv(assignments.ENV, str(folder.parent))
     log: list[tuple[str, object]] = []
-    monkeypatch.setattr("grader.batch.SerialExecutor", lambda *a: BackwardsExecutor(log, *a))
-    monkeypatch.setattr("grader.batch.LocalExecutor", lambda *a: BackwardsExecutor(log, *a))
+    monkeypatch.setattr("grader.batch.executors.SerialExecutor", lambda *a: BackwardsExecutor(log, *a))
+    monkeypatch.setattr("grader.batch.executors.LocalExecutor", lambda *a: BackwardsExecutor(log, *a))
     monkeypatch.setattr(validating, "derived_mutants", lambda *a, **k: [])  # no JAX process here
 
     validation = validate_all([ASSIGNMENT], workers=2, on_row=lambda r: log.append(("row", r.item)),

@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 
 from grader.checks import ModuleRun
-from grader.probe.protocol import ExportRequest, ExportResult, Observation, PyScalar
-from grader.verification import verify_all
-from grader.verifier.client import Aval, ModuleFacts, VerifierJob, VerifierResult
+from grader.judging.verification import verify_all
+from grader.kernel.protocol import ExportRequest, ExportResult, Observation, PyScalar
+from grader.verifier.protocol import Aval, ModuleFacts, VerifierJob, VerifierResult
 
 MODULE = base64.b64encode(b"a module").decode("ascii")
 FACTS = ModuleFacts(fun_name="f", platforms=["cpu"], in_avals=[Aval(shape=[], dtype="float32", weak=False)],
@@ -79,7 +79,7 @@ def test_the_probe_asks_first_about_the_exercises_with_the_most_programs(repo_ro
     """So that the verifier's backlog when the kernel's last answer comes is the smallest
     exercise's; the plan itself, and so the report, keeps the assignment's order."""
     from grader import assignment as assignments
-    from grader.judging import plan, probe_order
+    from grader.judging.plan import plan, probe_order
 
     checks_plan = plan(assignments.load(str(repo_root / "assignments" / "ch2-jit")), seed=1)
     exports = {ex.id: len({r.export.id for c in checks for r in c.runs()}) for ex, checks in checks_plan}

@@ -32,22 +32,17 @@ import pytest
 from jax import export, lax
 from pydantic import ValidationError
 
-from grader.probe.protocol import ArrayValue, PyScalar
+from grader.kernel.protocol import ArrayValue, PyScalar
 from grader.report import Isolation
-from grader.sandbox import LAYERS, PROBE_DIR, VERIFIER_DIR, Sandbox, SandboxPolicy, available
+from grader.sandbox.layers import KERNEL_INSIDE, LAYERS, VERIFIER_INSIDE, Sandbox, SandboxPolicy, available
 from grader.values import from_wire, to_wire
-from grader.verifier import runtime
-from grader.verifier.client import (
+from grader.verifier.client import Verifier, VerifierProcess, VerifierStartFailed, _Dead, _Lines, _LineTooLong
+from grader.verifier.inside import runtime
+from grader.verifier.protocol import (
     MAX_LINE_BYTES,
     MAX_RESULT_NODES,
     BadAnswer,
-    Verifier,
     VerifierJob,
-    VerifierProcess,
-    VerifierStartFailed,
-    _Dead,
-    _Lines,
-    _LineTooLong,
     job_line,
     parse_result,
 )
@@ -385,15 +380,15 @@ def test_the_verifier_sandbox_command(tmp_path: Path, repo_root: Path) -> None:
     read-only (not the probe's), no connection file handed over, only the scratch writable."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    sandbox = Sandbox(scratch, POLICY, Isolation(sandboxed=True, layers=list(LAYERS)), runtime_dir=VERIFIER_DIR)
-    program = [sys.executable, "-I", "-B", str(VERIFIER_DIR / "runtime.py")]
+    sandbox = Sandbox(scratch, POLICY, Isolation(sandboxed=True, layers=list(LAYERS)), runtime_dir=VERIFIER_INSIDE)
+    program = [sys.executable, "-I", "-B", str(VERIFIER_INSIDE / "runtime.py")]
     argv = sandbox.wrap(list(program))
     assert argv[-len(program):] == program
     assert argv[3:5] == ["grader-sandbox", ""] and "chown" not in argv[2]
     bw = argv[argv.index("bwrap"):argv.index("setpriv")]
     binds = [(bw[i], Path(bw[i + 1])) for i in range(len(bw) - 2) if bw[i] in ("--bind", "--ro-bind")]
     readonly = {src for option, src in binds if option == "--ro-bind"}
-    assert VERIFIER_DIR in readonly and PROBE_DIR not in readonly
+    assert VERIFIER_INSIDE in readonly and KERNEL_INSIDE not in readonly
     assert {src for option, src in binds if option == "--bind"} == {scratch}
     for option, src in binds:
         for secret in ("solutions", "assignments", "tests"):
@@ -409,7 +404,7 @@ def test_a_kernels_sandbox_command_is_unchanged(tmp_path: Path) -> None:
     assert argv[3:5] == ["grader-sandbox", connection] and 'chown 65534:65534 "$1"' in argv[2]
     bw = argv[argv.index("bwrap"):argv.index("setpriv")]
     readonly = {Path(bw[i + 1]) for i in range(len(bw) - 1) if bw[i] == "--ro-bind"}
-    assert PROBE_DIR in readonly and VERIFIER_DIR not in readonly
+    assert KERNEL_INSIDE in readonly and VERIFIER_INSIDE not in readonly
 
 
 # ============================================================================= B. a real verifier
@@ -603,7 +598,7 @@ def test_inside_the_verifier_sandbox(repo_root: Path, monkeypatch: pytest.Monkey
     secrets = [str(p) for p in (repo_root / "solutions" / "ch2-jit.py", repo_root / "assignments",
                                 repo_root / "tests" / "conftest.py", repo_root / "grader" / "pipeline.py")]
     with socket.create_server(("127.0.0.1", 0)) as server:
-        params = {"port": server.getsockname()[1], "runtime": str(VERIFIER_DIR / "runtime.py"),
+        params = {"port": server.getsockname()[1], "runtime": str(VERIFIER_INSIDE / "runtime.py"),
                   "secrets": secrets, "repo": str(repo_root)}
         proc = VerifierProcess(POLICY, [sys.executable, "-I", "-c", LOOK_AROUND, json.dumps(params)])
         try:

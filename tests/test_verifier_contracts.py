@@ -1,7 +1,7 @@
 """Modules the verifier must refuse before it runs them, and results it must not use.
 
 A. Without a process: every linear-algebra call JAX emits passes its contract
-   (grader/verifier/contracts.py); a LAPACK call whose shapes, dtypes, layouts, aliases or
+   (grader/verifier/inside/contracts.py); a LAPACK call whose shapes, dtypes, layouts, aliases or
    settings lie is refused, as is a target without a contract; unkeyed random numbers and
    calling conventions this JAX does not implement are refused, keyed ones are not.
 B. With a real verifier (marked `kernel`): the heap overflow and the leak of unwritten memory
@@ -25,11 +25,12 @@ import pytest
 from jax import export
 
 from grader import GradeOptions
-from grader.probe.local import LocalVerifier
-from grader.sandbox import SandboxPolicy, available
+from grader.judging.local import LocalVerifier
+from grader.sandbox.layers import SandboxPolicy, available
 from grader.values import to_wire
-from grader.verifier import runtime
-from grader.verifier.client import Verifier, VerifierJob
+from grader.verifier.client import Verifier
+from grader.verifier.inside import runtime
+from grader.verifier.protocol import VerifierJob
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32

@@ -1,5 +1,5 @@
 """Grading in this test process as a batch worker grades: kernels and verifiers forked from one
-warm worker's servers (grader/warm_worker.py), answers reused for identical jobs.
+warm worker's servers (grader/batch/warm_worker.py), answers reused for identical jobs.
 
 The tests of what a submission's code does (faults, answers, verdicts, attribution) grade
 through it, so they exercise the path a class is graded on, at a fraction of the cost of a
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader import GradeOptions, Report, warm_worker
+from grader import GradeOptions, Report
+from grader.batch import warm_worker
 from grader.pipeline import grade_one
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
-from grader.probe.protocol import Request, ValuesResult
+from grader.kernel.protocol import Request, ValuesResult
 from grader.spec import AnswerCheck
 from grader.values import Tree, describe, from_wire
 

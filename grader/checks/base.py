@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, Field
 
 from grader.assignment import Assignment
-from grader.probe.protocol import (
+from grader.kernel.protocol import (
     Call,
     CallRequest,
     CompileCountRequest,
@@ -33,12 +33,12 @@ from grader.probe.protocol import (
     ValueRequest,
 )
 from grader.report import CheckStatus
-from grader.verifier.client import Constructs
+from grader.verifier.protocol import Constructs
 
 
 class RaisedKind(BaseModel):
     """What the student's code raised, as facts a verdict can name without quoting its text
-    (`grader.reveal` builds a hidden check's message from these, never from the exception's text)."""
+    (`grader.judging.reveal` builds a hidden check's message from these, never from the exception's text)."""
 
     subject: str = Field(description="the grader's words for what raised, e.g. '`tax_switch`'")
     ename: str = Field(description="the exception's class name, as the kernel reported it")
@@ -142,7 +142,7 @@ class ModuleFacts(BaseModel):
     op_count: int = 0
     inputs: int
     constructs: Constructs | None = Field(default=None, description=(
-        "what its loops' stops read and its cases choose from (grader/verifier/constructs.py)"))
+        "what its loops' stops read and its cases choose from (grader/verifier/inside/constructs.py)"))
     digest: str | None = None
     shingles: list[int] = Field(default_factory=list)
 

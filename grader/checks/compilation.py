@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.evidence import vouches
 from grader.checks.numeric import reference_values
 from grader.checks.program import ProgramCalls, drawn_beyond
-from grader.checks.evidence import vouches
-from grader.probe.protocol import CompileCountResult, Request
+from grader.kernel.protocol import CompileCountResult, Request
 from grader.spec import CompileLimitCheck
 from grader.values import describe
 

@@ -10,7 +10,6 @@ example to measure real JAX behaviour on the installed version).
 from __future__ import annotations
 
 import copy
-
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -20,7 +19,7 @@ from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, f
 from grader.checks.program import StudentCalls, public_positions
 from grader.errors import AssignmentBug
 from grader.faults import one_line
-from grader.probe.protocol import Request, ValuesResult
+from grader.kernel.protocol import Request, ValuesResult
 from grader.spec import CustomCheck
 from grader.values import from_wire
 

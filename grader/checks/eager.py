@@ -20,7 +20,7 @@ from grader.cases import Case, materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of, wrong_values
 from grader.checks.numeric import disagreement, reference_values
 from grader.errors import AssignmentBug
-from grader.probe.protocol import Call, CallRequest, Request, SameObject, ValuesResult
+from grader.kernel.protocol import Call, CallRequest, Request, SameObject, ValuesResult
 from grader.spec import EagerCheck
 from grader.values import from_wire
 

@@ -13,7 +13,7 @@ import numpy as np
 from grader.cases import materialize
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
 from grader.checks.program import ProgramCalls, StudentCalls, public_positions
-from grader.probe.protocol import LookupResult, Parameter, Request
+from grader.kernel.protocol import LookupResult, Parameter, Request
 from grader.spec import InterfaceCheck
 from grader.values import describe, unpack
 

@@ -17,7 +17,7 @@ from grader.cases import Case, materialize
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, wrong_values
 from grader.checks.program import StudentCalls, public_positions
 from grader.faults import instructor_code
-from grader.probe.protocol import OpaqueValue, Request
+from grader.kernel.protocol import OpaqueValue, Request
 from grader.spec import NumericCheck
 from grader.values import Tree, compared, describe, to_wire, unpack
 

@@ -15,10 +15,28 @@ from typing import Any
 import numpy as np
 
 from grader.cases import Case, materialize, to_calls
-from grader.checks.base import CheckOutcome, Context, ModuleRun, Planner, RaisedKind, RunOutcome, Seen, result_of
+from grader.checks.base import (
+    CheckOutcome,
+    Context,
+    ModuleRun,
+    Planner,
+    RaisedKind,
+    RunOutcome,
+    Seen,
+    result_of,
+)
 from grader.errors import AssignmentBug
-from grader.probe.protocol import (Abstract, ExportArg, ExportRequest, ExportResult, OpaqueValue, Raised, Request, Value,
-                                   ValuesResult)
+from grader.kernel.protocol import (
+    Abstract,
+    ExportArg,
+    ExportRequest,
+    ExportResult,
+    OpaqueValue,
+    Raised,
+    Request,
+    Value,
+    ValuesResult,
+)
 from grader.values import Tree, from_wire, to_wire
 
 _NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex128": "complex64"}
@@ -64,7 +82,7 @@ class ProgramCalls:
     (and baked public values), one module run per export. `beyond`: more cases (drawn, hidden) the
     same modules are run on, never exported for: evidence that a program is not a table of the
     notebook's answers (`beyond_answers`). `knockouts`: the verifier also runs each module with each
-    loop and case knocked out, to tell whether they do the work (grader/verifier/knockout.py)."""
+    loop and case knocked out, to tell whether they do the work (grader/verifier/inside/knockout.py)."""
 
     def __init__(self, planner: Planner, function: str, cases: list[Case], public: set[int],
                  set_globals: dict[str, Value] | None = None, *, inspect_only: bool = False,
@@ -300,7 +318,7 @@ def public_positions(spec_public: list[int] | None, hidden: bool, cases: list[Ca
     argument would let code that JAX cannot trace, NumPy on the inputs, pass as a program).
     For a hidden check they are hidden draws, so the student's code sees them: the kernel is asked
     about hidden checks only after every visible one (`judging.observe_all`), and what it says of
-    them (an exception's text) reaches no student-facing output (`grader.reveal`)."""
+    them (an exception's text) reaches no student-facing output (`grader.judging.reveal`)."""
     return set(spec_public or [])
 
 

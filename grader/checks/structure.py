@@ -6,9 +6,9 @@ cases give, so a function that lowers differently for the check's inputs cannot 
 kernel ("jaxpr" / "lowered"): the primitives the probe reports (forgeable by the student's code).
 
 `loop` and `case_chooses_output` ask what a module's `while` or `case` does, as the verifier
-reads it from the def-use chains (grader/verifier/constructs.py): lax.while_loop, fori_loop and
+reads it from the def-use chains (grader/verifier/inside/constructs.py): lax.while_loop, fori_loop and
 scan all lower to a `while`, and a switch on a constant index is a `case` too; and whether it
-does the work: the module run with it knocked out gives other values (grader/verifier/knockout.py).
+does the work: the module run with it knocked out gives other values (grader/verifier/inside/knockout.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from grader.cases import materialize, to_calls
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
 from grader.checks.numeric import reference_values
 from grader.checks.program import ProgramCalls, drawn_beyond, public_positions
-from grader.probe.protocol import Request, TraceResult
+from grader.kernel.protocol import Request, TraceResult
 from grader.spec import CompileLimitCheck, StructureCheck
-from grader.verifier.client import Constructs
+from grader.verifier.protocol import Constructs
 
 
 class StructureCheckImpl:

@@ -36,7 +36,7 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
     p.add_argument("--reason", required=True, help="why, in a sentence the student will read")
     p.add_argument("--by", default=None, help="who (default: the user running it)")
     args = p.parse_args(argv)
-    from grader.gradebook import Gradebook
+    from grader.outputs.gradebook import Gradebook
 
     if not math.isfinite(args.points) or args.points == 0:
         raise UsageError("--points must be a non-zero number")
@@ -62,7 +62,7 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
 
 def _record_and_update(out_dir: Path, student: str, adjustment: Adjustment) -> int:
     """The adjustment and the rebuilt outputs in one commit; 2 when an export could not follow."""
-    from grader.term.outputs import update
+    from grader.outputs.rebuild import update
 
     rebuilt = update(out_dir, change=lambda book: book.adjust(student, adjustment), changed={student})
     report = rebuilt.reports[student]
@@ -88,8 +88,8 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
     _book(args.outdir)
     if args.canvas is not None and not args.canvas.is_file():
         raise UsageError(f"{args.canvas} does not exist: pass the CSV that Canvas's Grades > Export wrote")
-    from grader.gradebook import ExportSettings
-    from grader.term.outputs import CANVAS_FILE, MOODLE_FILE, update
+    from grader.outputs.gradebook import ExportSettings
+    from grader.outputs.rebuild import CANVAS_FILE, MOODLE_FILE, update
 
     if args.canvas is not None and args.canvas.resolve() == (args.outdir / CANVAS_FILE).resolve():
         raise UsageError(f"{args.canvas} is what this export writes: pass the CSV Canvas exported, kept elsewhere")

@@ -2,7 +2,7 @@
 an exercise are identical or nearly so. A lead for the instructor to read, never a verdict.
 
 Each report carries, for the instructor only, one `ProgramFingerprint` per exported function
-(grader/verifier/fingerprint.py made it in the verifier: locations, names and the constants'
+(grader/verifier/inside/fingerprint.py made it in the verifier: locations, names and the constants'
 order stripped, so renaming, reformatting and re-commenting leave it as it was). Per exercise:
 
 - a student's program is all the exercise's functions together; students with no fingerprint
@@ -34,7 +34,7 @@ from itertools import combinations
 
 from grader.report import ProgramFingerprint, Report
 from grader.term.models import SimilarGroup
-from grader.verifier.fingerprint import MAX_SHINGLES
+from grader.verifier.inside.fingerprint import MAX_SHINGLES
 
 DEFAULT_THRESHOLD = 0.7
 """Measured on ch2-jit (tests/test_similarity.py holds the programs): renamed and reformatted

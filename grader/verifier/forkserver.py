@@ -1,7 +1,7 @@
 """Verifiers forked from a warm fork server instead of booted one by one (a batch worker's).
 
 A fresh verifier costs about 1.2 CPU s, most of it importing JAX. A `VerifierServer` is started
-once per batch worker (grader/forking.py: the verifier's sandbox, one child at a time, each in
+once per batch worker (grader/sandbox/forking.py: the verifier's sandbox, one child at a time, each in
 cgroups of its own) and imports JAX there (zygote.py); each verifier is then a fork of it, about
 0.4 CPU s (the backend's start and a warm-up compile). The child gets the two ends of its pipes
 as file descriptors and speaks the verifier's protocol on them, so `ForkedVerifier` has the
@@ -15,11 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from grader import lifetime
-from grader.forking import ForkFailed, ForkServer, usable
-from grader.sandbox import VERIFIER_DIR, SandboxPolicy
+from grader.sandbox import lifetime
+from grader.sandbox.forking import ForkFailed, ForkServer, usable
+from grader.sandbox.layers import VERIFIER_INSIDE, SandboxPolicy
 from grader.verifier.client import (
-    MAX_LINE_BYTES,
     Booting,
     VerifierStartFailed,
     _Dead,
@@ -28,8 +27,9 @@ from grader.verifier.client import (
     death_detail,
     ready_version,
 )
+from grader.verifier.protocol import MAX_LINE_BYTES
 
-ZYGOTE = VERIFIER_DIR / "zygote.py"
+ZYGOTE = VERIFIER_INSIDE / "zygote.py"
 
 __all__ = ["ForkedVerifier", "VerifierServer", "usable"]
 
@@ -85,7 +85,7 @@ class ForkedVerifier(Booting):
         return self.child.peak_memory_bytes()
 
     def cpu_group(self) -> Path | None:
-        """Its cpuacct cgroup (grader/starvation.py)."""
+        """Its cpuacct cgroup (grader/sandbox/starvation.py)."""
         return self.child.cpu_group()
 
     def death(self) -> str:
@@ -93,7 +93,7 @@ class ForkedVerifier(Booting):
         return death_detail(None, self.out_of_memory(), self.server.policy)
 
     def kill(self) -> None:
-        """Kill it and all it started (grader/forking.py's Child). Idempotent."""
+        """Kill it and all it started (grader/sandbox/forking.py's Child). Idempotent."""
         lifetime.untrack(self)
         self.child.kill()
         for fd in (self._stdin, self._stdout):
@@ -109,7 +109,7 @@ class VerifierServer(ForkServer):
     """The verifiers' fork server; `fork()` gives a booting ForkedVerifier."""
 
     def __init__(self, policy: SandboxPolicy | None, *, boot_timeout: float = 60.0):
-        super().__init__([sys.executable, "-I", "-B", str(ZYGOTE)], VERIFIER_DIR, policy,
+        super().__init__([sys.executable, "-I", "-B", str(ZYGOTE)], VERIFIER_INSIDE, policy,
                          name="verify", boot_timeout=boot_timeout)
 
     def fork(self) -> ForkedVerifier:  # type: ignore[override]

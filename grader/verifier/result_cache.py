@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-from grader.verifier.client import VerifierJob, VerifierResult
+from grader.verifier.protocol import VerifierJob, VerifierResult
 
 MAX_BYTES = 64 * 2**20
 CACHED_STATUSES = ("ok", "refused")

@@ -1,0 +1,1 @@
+"""Grading a class: discovering submissions, executors (local, Dask), warm workers, progress."""

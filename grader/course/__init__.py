@@ -1,0 +1,1 @@
+"""Tools for a course's authors and CI: validate, the pytest plugin, the student pack, mutants."""

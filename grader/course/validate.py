@@ -1,0 +1,621 @@
+"""`grade validate`: prove that an assignment folder is sound before students see it.
+
+For each assignment: its spec loads; every requirement has a check and every check names the
+requirement it verifies; every reference solution scores full marks; the template scores zero
+with "not answered yet" on every exercise; every hand-written mutant (`assignments/<id>/mutants/`)
+fails exactly the checks its header declares; every mutant the grader derives from the reference
+and the interface (`grader.course.mutation`) loses points on its exercise, unless the spec declares it
+equivalent with a reason; every honest variant keeps full marks; and every check is failed by
+some mutant, so no check is one that cannot fail. Per exercise it reports the domain each declared
+argument is drawn from and what the derived `overfit` and `lookalike` families killed. Everything
+is graded through the batch path (warm kernels, the sandbox; a derived mutant on the exercises it
+changes alone, where its kill is read), and the kill matrix (mutant x check) is kept for the outputs.
+
+A hand-written mutant is a Python file whose first lines are
+
+    # fails: tax.switch_uses_cond, tax.switch_visible
+    # tax_switch uses jnp.select instead of lax.switch
+
+followed by code that is appended, as a last cell, to the reference module solutions/<id>.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import pickle
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from grader import assignment as assignments
+from grader import precompile
+from grader.assignment import Assignment, reference_solutions
+from grader.course.mutation import overfit
+from grader.course.mutation.families import FAMILIES, DerivedMutant, Family, derive_mutants
+from grader.course.mutation.interface import Interface, derive
+from grader.course.mutation.introspect import ReferenceFacts, introspect
+from grader.domains import describe
+from grader.errors import GraderError, SpecInvalid
+from grader.faults import is_internal, one_line
+from grader.inert import MESSAGE_LIMIT, name, terminal
+from grader.options import GradeOptions
+from grader.report import Report
+
+SEED = 1
+_FAILS = re.compile(r"^#\s*fails:\s*(?P<ids>.+?)\s*$")
+Kind = Literal["spec", "solution", "template", "mutant", "derived", "honest", "coverage"]
+
+
+class Row(BaseModel):
+    """One line of the validation table (and one test item of its JUnit file). `bug` marks a
+    broken assignment (exit 3): its own code raised, or a check raised on the reference."""
+
+    assignment: str
+    item: str
+    ok: bool
+    detail: str = ""
+    bug: bool = False
+    kind: Kind = "spec"
+    duration_s: float | None = Field(default=None, description="the grading of this item, as its report says")
+
+
+class MatrixRow(BaseModel):
+    """One mutant's line of the kill matrix: which checks of its exercises it fails."""
+
+    mutant: str
+    family: Family | Literal["hand_written"]
+    summary: str = ""
+    exercises: list[str]
+    killed_by: list[str] = Field(description="checks of its exercises that did not pass")
+    expected: list[str] = Field(default_factory=list, description="checks that should kill it")
+    requirements: list[str] = Field(default_factory=list, description="the requirements those checks verify")
+    survived: bool
+    equivalent: str | None = Field(default=None, description="the spec's reason, when declared equivalent")
+
+
+REPORTED_FAMILIES: tuple[Family, ...] = ("overfit", "lookalike")  # reported per exercise
+
+
+class DomainReport(BaseModel):
+    """Where one argument's hidden values are drawn from (the spec's `[[exercises.domains]]`)."""
+
+    argument: str
+    functions: list[str]
+    position: int
+    drawn_from: str = Field(description="the domain in one line: bounds, scale, fixed values, edges")
+    why: str
+
+
+class FamilyTally(BaseModel):
+    """One derived family's mutants of one exercise, by verdict."""
+
+    killed: list[str] = Field(default_factory=list)
+    equivalent: list[str] = Field(default_factory=list)
+    survived: list[str] = Field(default_factory=list)
+
+
+class ExerciseCoverage(BaseModel):
+    """Per exercise: the domain each declared argument is drawn from, and what the derived
+    overfit and look-alike families it was validated against did."""
+
+    exercise: str
+    domains: list[DomainReport] = Field(default_factory=list)
+    families: dict[str, FamilyTally] = Field(default_factory=dict)
+
+    @property
+    def item(self) -> str:
+        return exercise_item(self.exercise)
+
+    def line(self) -> str:
+        domains = "; ".join(f"{d.drawn_from} ({', '.join(d.functions)})" for d in self.domains) or "no domain declared"
+        tallies = [f"{family} killed {len(t.killed)} of {len(t.killed) + len(t.survived) + len(t.equivalent)}"
+                   + (f" ({len(t.equivalent)} equivalent)" if t.equivalent else "")
+                   + (f", survivors {', '.join(t.survived)}" if t.survived else "")
+                   for family, t in self.families.items()]
+        return f"{domains}; " + ("; ".join(tallies) or "no overfit or lookalike mutant derived")
+
+
+def exercise_item(exercise: str) -> str:
+    return f"exercise {exercise}: domains drawn from, overfit and lookalike families"
+
+
+class AssignmentValidation(BaseModel):
+    assignment: str
+    rows: list[Row]
+    checks: list[str] = Field(default_factory=list, description="every check id, the matrix's columns")
+    matrix: list[MatrixRow] = Field(default_factory=list)
+    generated: dict[str, int] = Field(default_factory=dict, description="derived mutants per family")
+    exercises: list[ExerciseCoverage] = Field(default_factory=list, description=(
+        "per exercise: the domain each argument is drawn from, the overfit and lookalike families' verdicts"))
+
+
+class Validation(BaseModel):
+    """What `grade validate --json` writes."""
+
+    assignments: list[AssignmentValidation]
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for a in self.assignments for r in a.rows]
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where the validation of one assignment stands, for a progress line: `total` is None while
+    its items are still being planned (deriving mutants takes a while of its own)."""
+
+    assignment: str
+    done: int = 0
+    total: int | None = None
+    running: int = 0
+
+
+RowListener = Callable[[Row], None]
+StatusListener = Callable[[Status], None]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: Path
+    fails: frozenset[str]
+    summary: str
+
+    def submission(self, reference: str) -> str:
+        return reference.rstrip("\n") + "\n\n# %% [mutant]\n" + self.path.read_text(encoding="utf-8")
+
+
+def read_mutant(path: Path) -> Mutant:
+    """Parse a mutant's header; a file without `# fails:` is a broken assignment."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    match = _FAILS.match(lines[0]) if lines else None
+    if not match:
+        raise GraderError(f"{path}: the first line must be '# fails: <check id>, ...'")
+    fails = frozenset(x.strip() for x in match["ids"].split(",") if x.strip())
+    summary = lines[1].lstrip("# ").strip() if len(lines) > 1 and lines[1].startswith("#") else ""
+    return Mutant(name=path.stem, path=path, fails=fails, summary=summary)
+
+
+def mutants_of(folder: Path) -> list[Mutant]:
+    return [read_mutant(p) for p in sorted((folder / "mutants").glob("*.py"))]
+
+
+def _not_passed(report: Report, exercises: Iterable[str] | None = None) -> set[str]:
+    keep = set(exercises) if exercises is not None else None
+    return {c.id for e in report.exercises for c in e.checks
+            if c.status != "passed" and (keep is None or e.id in keep)}
+
+
+def _describe(report: Report, ids: set[str]) -> str:
+    """The instructor's view of the failures: with the counterexamples a student does not see."""
+    messages = {c.id: c.counterexample or c.message for e in report.exercises for c in e.checks}
+    return "; ".join(f"{i}: {messages.get(i) or 'passed'}" for i in sorted(ids))
+
+
+# ----------------------------------------------------------------------------- deriving
+
+
+def _introspect_in_worker(reference: str, interface: Interface) -> ReferenceFacts:
+    """The reference's facts, from a fresh process (JAX stays out of the validating one)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        samples = {k: v.sample for k, v in interface.functions.items()}
+        return pool.submit(introspect, reference, samples, list(interface.names)).result()
+
+
+_introspected: dict[tuple[str, bytes], ReferenceFacts] = {}
+
+
+def _reference_facts(reference: str, interface: Interface) -> ReferenceFacts:
+    """The reference's facts, introspected once per process for one reference text and interface:
+    the pytest plugin plans an assignment's items when it collects them and again when it
+    validates them (2-3 s each time, a process importing JAX)."""
+    key = (reference, hashlib.sha256(pickle.dumps(interface)).digest())  # it holds NumPy samples
+    if key not in _introspected:
+        _introspected[key] = _introspect_in_worker(reference, interface)
+    return _introspected[key].model_copy(deep=True)
+
+
+def derived_mutants(loaded: Assignment, reference: Path, families: set[str] | None = None) -> list[DerivedMutant]:
+    """Every mutant and honest variant derived from the assignment's spec and reference."""
+    interface = derive(loaded, SEED)
+    text = reference.read_text(encoding="utf-8")
+    facts = _reference_facts(text, interface)
+    with overfit.sampled(overfit.sampling(loaded, SEED)):  # what the visible checks sample, from the spec
+        made = derive_mutants(text, interface, facts)
+    return [m for m in made if families is None or m.family in families]
+
+
+# ----------------------------------------------------------------------------- one assignment
+
+
+@dataclass(frozen=True)
+class _Item:
+    key: str
+    kind: Kind
+    path: Path
+    mutant: Mutant | None = None
+    derived: DerivedMutant | None = None
+
+    @property
+    def graded_on(self) -> tuple[str, ...] | None:
+        """The exercises its verdict reads, graded alone: a derived mutant is judged on the
+        exercises it changes and an honest variant with `expected` on those checks' exercises,
+        so probing and verifying the others would be work nobody reads. Everything else is graded
+        whole (a hand-written mutant must fail nothing beyond what it declares)."""
+        d = self.derived
+        if d is None:
+            return None
+        if not d.honest:
+            return tuple(d.exercises) or None
+        return tuple(dict.fromkeys(check.split(".", 1)[0] for check in d.expected)) or None
+
+
+class _Validator:
+    """Validates one assignment: builds its items, grades them, judges each as it comes back.
+
+    Each row goes to `on_row` the moment it is made (a validation takes minutes); the result
+    still lists rows and matrix in the order of the items, whatever order the gradings finished
+    in, so the outputs do not depend on timing. `_rank` is where the rows made now belong.
+    """
+
+    def __init__(self, assignment_name: str, scratch: Path, workers: int, families: set[str] | None,
+                 on_row: RowListener | None = None, on_status: StatusListener | None = None):
+        self.name = assignment_name
+        self.scratch = scratch / assignment_name
+        self.workers = workers
+        self.families = families
+        self.rows: list[Row] = []
+        self.matrix: list[MatrixRow] = []
+        self.generated: dict[str, int] = {}
+        self.exercises: list[ExerciseCoverage] = []
+        self.check_ids: list[str] = []
+        self._on_row = on_row
+        self._on_status = on_status
+        self._rank = 0  # 0 while planning, 1 + an item's index while judging it, then after the items
+        self._ranks: dict[int, int] = {}  # id() of a row or matrix row -> its rank
+        self._duration: float | None = None  # the grading of the item being judged, as its report says
+        self._grading_failed = False
+
+    def row(self, item: str, ok: bool, detail: str = "", bug: bool = False, kind: Kind = "spec") -> None:
+        made = Row(assignment=self.name, item=item, ok=ok, detail=detail, bug=bug, kind=kind,
+                   duration_s=self._duration)
+        self.rows.append(made)
+        self._ranks[id(made)] = self._rank
+        if self._on_row is not None:
+            self._on_row(made)
+
+    def _add_matrix(self, row: MatrixRow) -> None:
+        self.matrix.append(row)
+        self._ranks[id(row)] = self._rank
+
+    def _status(self, done: int = 0, total: int | None = None) -> None:
+        if self._on_status is not None:
+            running = 0 if total is None else min(self.workers, total - done)
+            self._on_status(Status(assignment=self.name, done=done, total=total, running=running))
+
+    def _in_item_order(self) -> None:
+        """Rows and matrix as if every grading had finished in the order of the items."""
+        self.rows.sort(key=lambda r: self._ranks[id(r)])  # stable: within an item, as made
+        self.matrix.sort(key=lambda r: self._ranks[id(r)])
+
+    def result(self) -> AssignmentValidation:
+        return AssignmentValidation(assignment=self.name, rows=self.rows, checks=self.check_ids,
+                                    matrix=self.matrix, generated=self.generated, exercises=self.exercises)
+
+    def plan(self) -> tuple[Assignment, list[_Item]] | None:
+        """The assignment and what will be graded (None when its spec does not load)."""
+        try:
+            loaded = assignments.load(self.name)
+        except SpecInvalid as exc:
+            self.row("spec loads", False, "; ".join(exc.problems))
+            return None
+        spec = loaded.spec
+        self.check_ids = [f"{e.id}.{c.id}" for e in spec.exercises for c in e.checks]
+        self.row("spec loads", True, f"{len(self.check_ids)} checks")
+        self._requirements(loaded)
+        return loaded, self._items(loaded)
+
+    def run(self) -> AssignmentValidation:
+        self._status()
+        planned = self.plan()
+        if planned is None:
+            return self.result()
+        loaded, items = planned
+        precompile.ensure(loaded)  # the reference's programs compiled once for every item
+        after = len(items) + 1
+        self._rank = after
+        self._status(0, len(items))
+        seen_failing: set[str] = set()
+        for done, (index, report) in enumerate(self._reports(items), start=1):
+            self._rank, self._duration = index + 1, report.duration_s
+            self._judge_item(loaded, items[index], report, seen_failing)
+            self._rank, self._duration = after, None
+            self._status(done, len(items))
+        self._in_item_order()
+        if self._grading_failed:
+            return self.result()
+        self._stale_declarations(loaded, items)
+        self._per_exercise(loaded)
+        uncovered = set(self.check_ids) - seen_failing
+        mutants = sum(1 for i in items if i.kind in ("mutant", "derived"))
+        self.row(COVERAGE_ITEM, not uncovered,
+                 f"{len(self.check_ids)} checks, {mutants} mutants" if not uncovered
+                 else "no mutant fails " + ", ".join(sorted(uncovered)), kind="coverage")
+        return self.result()
+
+    def _judge_item(self, loaded: Assignment, item: _Item, report: Report, seen_failing: set[str]) -> None:
+        if item.kind == "solution":
+            self._check_solution(item, report)
+        elif item.kind == "template":
+            self._check_template(item, report)
+        elif item.mutant is not None:
+            seen_failing |= self._check_mutant(item, item.mutant, report, set(self.check_ids))
+        elif item.derived is not None:
+            seen_failing |= self._check_derived(loaded, item, item.derived, report)
+
+    # ------------------------------------------------------------------ what is graded
+
+    def _requirements(self, loaded: Assignment) -> None:
+        unchecked = [f"{e.id}.{r.id}" for e in loaded.spec.exercises for r in e.requirements
+                     if not any(r.id in c.verifies for c in e.checks)]
+        unlinked = [f"{e.id}.{c.id}" for e in loaded.spec.exercises for c in e.checks if not c.verifies]
+        missing = [e.id for e in loaded.spec.exercises if not e.requirements]
+        problems = ([f"exercises without requirements: {', '.join(missing)}"] if missing else []) + \
+                   ([f"requirements no check verifies: {', '.join(unchecked)}"] if unchecked else []) + \
+                   ([f"checks that name no requirement: {', '.join(unlinked)}"] if unlinked else [])
+        count = sum(len(e.requirements) for e in loaded.spec.exercises)
+        self.row("every requirement has a check", not problems,
+                 "; ".join(problems) or f"{count} requirements", kind="coverage")
+
+    def _items(self, loaded: Assignment) -> list[_Item]:
+        root = loaded.folder.parent.parent  # the course: assignments/<id>/ beside solutions/, student_template/
+        items: list[_Item] = []
+        solutions = reference_solutions(loaded)
+        if not solutions:
+            self.row("reference solution", False, f"no solutions/{self.name}.py or .ipynb", kind="solution")
+        items += [_Item(key=f"{p.relative_to(root)} scores full marks", kind="solution", path=p) for p in solutions]
+        template = root / "student_template" / f"{self.name}.ipynb"
+        if template.is_file():
+            items.append(_Item(key="template scores 0, every exercise 'not answered yet'", kind="template",
+                               path=template))
+        else:
+            self.row("template", False, f"no student_template/{self.name}.ipynb", kind="template")
+        try:
+            mutants = mutants_of(loaded.folder)
+        except GraderError as exc:
+            self.row("mutants readable", False, str(exc), kind="mutant")
+            mutants = []
+        reference = root / "solutions" / f"{self.name}.py"
+        if not reference.is_file():
+            if mutants:
+                self.row("mutants", False, f"mutants need the reference module solutions/{self.name}.py", kind="mutant")
+            self.row("derived mutants", False, f"deriving mutants needs the reference module solutions/{self.name}.py",
+                     kind="derived")
+            return items
+        text = reference.read_text(encoding="utf-8")
+        for m in mutants:
+            items.append(_Item(key=f"mutant {m.name}", kind="mutant", mutant=m,
+                               path=self._write(f"mutant-{m.name}", m.submission(text))))
+        try:
+            derived = derived_mutants(loaded, reference, self.families)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the reference or its generators are broken: exit 3
+            self.row("derived mutants", False, f"the reference could not be introspected: {one_line(exc)}",
+                     bug=True, kind="derived")
+            return items
+        for family in FAMILIES:
+            self.generated[family] = sum(1 for m in derived if m.family == family)
+        for index, d in enumerate(derived):
+            kind: Kind = "honest" if d.honest else "derived"
+            items.append(_Item(key=f"{'honest' if d.honest else 'derived'} {d.name}", kind=kind, derived=d,
+                               path=self._write(f"derived-{index:03d}", d.submission)))
+        return items
+
+    def _write(self, folder: str, text: str) -> Path:
+        path = self.scratch / folder / f"{self.name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def _reports(self, items: list[_Item]) -> Iterator[tuple[int, Report]]:
+        """(index of the item, its report) as each grading finishes, in any order, through the
+        batch path: worker processes with warm kernels. What the caller does with a report (print
+        it to a closed pipe, say) raises in the caller, never in the `except` below."""
+        from grader.batch.executors import LocalExecutor, SerialExecutor, Task
+
+        options = GradeOptions(assignment=self.name, seed=SEED)
+        index = {item.key: k for k, item in enumerate(items)}
+        tasks = [Task(student=i.key, path=str(i.path),
+                      options=options.model_copy(update={"exercises": i.graded_on})) for i in items]
+        executor = LocalExecutor(self.workers) if self.workers > 1 else SerialExecutor()
+        try:
+            for task, report in executor.map(tasks):
+                yield index[task.student], report
+        except Exception as exc:  # noqa: BLE001 - a broken machine or spec: one row, exit 3
+            self._grading_failed = True
+            self.row("grading", False, f"the grader could not grade this assignment: {one_line(exc)}", bug=True)
+
+    # ------------------------------------------------------------------ verdicts
+
+    def _graded(self, item: _Item, report: Report) -> bool:
+        if report.status == "error":
+            self.row(item.key, False, f"could not be graded: {report.error}", bug=is_internal(report), kind=item.kind)
+            return False
+        return True
+
+    def _check_solution(self, item: _Item, report: Report) -> None:
+        if not self._graded(item, report):
+            return
+        raised = {c.id: c.judge_error for e in report.exercises for c in e.checks if c.judge_error}
+        if raised:
+            self.row(item.key, False, "checks raised on the reference solution (an assignment bug): "
+                     + "; ".join(f"{k}: {v}" for k, v in sorted(raised.items())), bug=True, kind="solution")
+            return
+        failing = _not_passed(report)
+        self.row(item.key, not failing, f"{report.score:g}/{report.max_score:g}"
+                 + (f": {_describe(report, failing)}" if failing else ""), kind="solution")
+
+    def _check_template(self, item: _Item, report: Report) -> None:
+        if not self._graded(item, report):
+            return
+        answered = [e.id for e in report.exercises
+                    if not all((c.message or "").startswith("Not answered yet") for c in e.checks)]
+        ok = report.score == 0 and not answered
+        detail = f"{report.score:g}/{report.max_score:g}"
+        if answered:
+            detail += "; not 'not answered yet': " + ", ".join(answered)
+        self.row(item.key, ok, detail, kind="template")
+
+    def _check_mutant(self, item: _Item, mutant: Mutant, report: Report, spec_ids: set[str]) -> set[str]:
+        unknown = mutant.fails - spec_ids
+        if unknown:
+            self.row(item.key, False, "declares unknown checks: " + ", ".join(sorted(unknown)), kind="mutant")
+            return set()
+        if not self._graded(item, report):
+            return set()
+        failing = _not_passed(report)
+        missed, extra = mutant.fails - failing, failing - mutant.fails
+        detail = f"fails {', '.join(sorted(mutant.fails))}"
+        if missed:
+            detail = f"passes {', '.join(sorted(missed))} although it declares failing it"
+        if extra:
+            detail += ("; " if missed else "; but also fails ") + _describe(report, extra)
+        self.row(item.key, not missed and not extra, detail, kind="mutant")
+        exercises = sorted({i.split(".", 1)[0] for i in mutant.fails})
+        self._add_matrix(MatrixRow(mutant=mutant.name, family="hand_written", summary=mutant.summary,
+                                   exercises=exercises, killed_by=sorted(failing), expected=sorted(mutant.fails),
+                                   survived=not failing))
+        return failing & mutant.fails
+
+    def _check_derived(self, loaded: Assignment, item: _Item, mutant: DerivedMutant, report: Report) -> set[str]:
+        if not self._graded(item, report):
+            return set()
+        broken = report.cell_problems  # the reference runs clean: a problem is the derived code's
+        if broken:
+            self.row(item.key, False, f"its derived code did not run (a grader bug): {broken[0].message}",
+                     bug=True, kind=item.kind)
+            return set()
+        if mutant.honest:
+            failing = _not_passed(report)
+            if mutant.expected:
+                failing &= set(mutant.expected)
+            self.row(item.key, not failing, f"{mutant.summary}: " + (
+                f"loses points on an honest variant: {_describe(report, failing)}" if failing
+                else f"{report.score:g}/{report.max_score:g}"
+                + (f" on {', '.join(item.graded_on)}" if item.graded_on else "")), kind="honest")
+            self._add_matrix(self._matrix_row(loaded, mutant, failing, None))
+            return set()
+        killed = _not_passed(report, mutant.exercises)
+        reason = _equivalences(loaded).get(mutant.name)
+        self._add_matrix(self._matrix_row(loaded, mutant, killed, reason))
+        if reason is not None:
+            ok = not killed
+            detail = (f"declared equivalent: {reason}" if ok else
+                      f"declared equivalent, but {', '.join(sorted(killed))} kill it: remove the declaration")
+        else:
+            ok = bool(killed)
+            requirements = "; ".join(self._requirements_of(loaded, mutant.expected))
+            detail = (f"killed by {', '.join(sorted(killed))}" if ok else
+                      f"SURVIVES: {mutant.summary}, and keeps full marks on {', '.join(mutant.exercises)}; "
+                      f"checks that should kill it: {', '.join(mutant.expected) or 'none'}"
+                      + (f" (requirements: {requirements})" if requirements else "")
+                      + "; add a check, or declare it equivalent with its reason")
+        self.row(item.key, ok, detail, kind="derived")
+        return killed
+
+    def _matrix_row(self, loaded: Assignment, mutant: DerivedMutant, killed: set[str], reason: str | None) -> MatrixRow:
+        return MatrixRow(mutant=mutant.name, family=mutant.family, summary=mutant.summary, exercises=mutant.exercises,
+                         killed_by=sorted(killed), expected=mutant.expected,
+                         requirements=self._requirements_of(loaded, mutant.expected),
+                         survived=not killed, equivalent=reason)
+
+    @staticmethod
+    def _requirements_of(loaded: Assignment, checks: list[str]) -> list[str]:
+        found: list[str] = []
+        for exercise in loaded.spec.exercises:
+            for check in exercise.checks:
+                if f"{exercise.id}.{check.id}" in checks:
+                    found += [f"{exercise.id}.{r}" for r in check.verifies if f"{exercise.id}.{r}" not in found]
+        return found
+
+    def _stale_declarations(self, loaded: Assignment, items: list[_Item]) -> None:
+        if self.families is not None:
+            return  # a partial run cannot tell a stale declaration
+        made = {i.derived.name for i in items if i.derived is not None}
+        unknown = sorted(set(_equivalences(loaded)) - made)
+        if unknown:
+            self.row("equivalent declarations name derived mutants", False,
+                     "no derived mutant is called " + ", ".join(unknown), kind="derived")
+
+
+    def _per_exercise(self, loaded: Assignment) -> None:
+        """One row per exercise: its declared domains and its overfit and lookalike verdicts."""
+        for exercise in loaded.spec.exercises:
+            coverage = ExerciseCoverage(exercise=exercise.id, domains=[
+                DomainReport(argument=d.argument, functions=list(d.functions), position=d.position,
+                             drawn_from=describe(d), why=d.why) for d in exercise.domains])
+            for row in self.matrix:
+                if row.family in REPORTED_FAMILIES and exercise.id in row.exercises:
+                    tally = coverage.families.setdefault(row.family, FamilyTally())
+                    verdict = tally.equivalent if row.equivalent else tally.survived if row.survived else tally.killed
+                    verdict.append(row.mutant)
+            self.exercises.append(coverage)
+            survivors = [m for t in coverage.families.values() for m in t.survived]
+            self.row(coverage.item, not survivors, coverage.line(), kind="coverage")
+
+
+def _equivalences(loaded: Assignment) -> dict[str, str]:
+    return {e.mutant: e.reason for ex in loaded.spec.exercises for e in ex.equivalent}
+
+
+COVERAGE_ITEM = "every check can fail"
+
+
+def planned_items(assignment_name: str, families: set[str] | None = None) -> list[str]:
+    """The names of the rows validating an assignment will give, without grading anything
+    (the pytest plugin collects them as test items)."""
+    with tempfile.TemporaryDirectory(prefix="grade-validate-plan-") as tmp:
+        validator = _Validator(assignment_name, Path(tmp), 1, families)
+        planned = validator.plan()
+        keys = [r.item for r in validator.rows]
+        if planned is not None:
+            keys += [i.key for i in planned[1]] + [exercise_item(e.id) for e in planned[0].spec.exercises]
+            keys += [COVERAGE_ITEM]
+        return list(dict.fromkeys(keys))
+
+
+def validate_all(names: list[str] | None = None, *, workers: int = 2, families: set[str] | None = None,
+                 on_row: RowListener | None = None, on_status: StatusListener | None = None) -> Validation:
+    """Validate the named assignments (all when None); every grading runs in a fresh kernel.
+
+    `on_row` gets each row as soon as it is judged, in the order the gradings finish (the result
+    keeps the items' order); `on_status` gets each step of the progress. What they raise stops
+    the validation (its workers too) and propagates: a closed stdout ends the run."""
+    names = names or assignments.available()
+    with tempfile.TemporaryDirectory(prefix="grade-validate-") as tmp:
+        return Validation(assignments=[_Validator(n, Path(tmp), workers, families, on_row, on_status).run()
+                                       for n in names])
+
+
+def validate(names: list[str] | None = None, *, workers: int = 2, families: set[str] | None = None) -> list[Row]:
+    """The rows of `validate_all`."""
+    return validate_all(names, workers=workers, families=families).rows
+
+
+def table(rows: list[Row]) -> str:
+    """The rows for a terminal: details quote student-like text (mutants' messages), so inert."""
+    cells = [(name(r.assignment), name(r.item), r) for r in rows]
+    width_a = max([len("assignment")] + [len(a) for a, _, _ in cells])
+    width_i = max([len("validated")] + [len(i) for _, i, _ in cells])
+    lines = [f"{'assignment':<{width_a}}  {'validated':<{width_i}}  result"]
+    for a, i, r in cells:
+        lines.append(f"{a:<{width_a}}  {i:<{width_i}}  {'ok' if r.ok else 'FAILED'}"
+                     + (f"  ({terminal(r.detail, MESSAGE_LIMIT)})" if r.detail else ""))
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""Verdicts: each check's outcome on what was seen, one root cause, one message, then what a
+student may see of it (`reveal`) and its points (`scoring`)."""
+
+from __future__ import annotations
+
+from grader.checks import Check, Seen
+from grader.checks.base import CheckOutcome
+from grader.checks.evidence import ENOUGH
+from grader.checks.numeric import NumericCheckImpl
+from grader.faults import one_line
+from grader.judging.plan import Plan
+from grader.judging.reveal import Stage, judged_now, not_judged_yet, revealed
+from grader.judging.scoring import score_check, score_exercise
+from grader.report import ExerciseResult, ProgramFingerprint
+from grader.spec import CheckSpec
+
+
+def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
+    """One check's verdict. What it judges is the student's: whatever it holds, a check that
+    raises on it gives that check an `error` (the exception kept for the instructor), never an
+    exception out of the grader."""
+    try:
+        return check.judge(seen)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the boundary between student data and check code
+        return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
+                            judge_error=f"{check.full_id} raised {one_line(exc)}")
+
+
+def _subject(spec: CheckSpec) -> str | None:
+    """The student function a check judges (a custom check's `function` is the instructor's)."""
+    if spec.kind == "custom":
+        return spec.call
+    return getattr(spec, "function", None) if spec.kind != "interface" else spec.name
+
+
+def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcome:
+    """One root cause, one message: a check that failed only because the function's values are
+    wrong, or because JAX cannot trace it (which `root` already says, with the call or the line),
+    gives no advice of its own. A structure or compile check fails so only when its program is
+    no evidence (`grader.checks.evidence`): wrong on too much, or right only on the examples."""
+    if outcome.cause == "values" and spec.kind in ("structure", "compile_limit"):
+        message, cause = (f"same wrong values as {root}; this check of {spec.title!r} counts once the program "
+                          "computes the right values for enough inputs, not only the notebook's examples"), "same_values"
+    elif outcome.cause == "values":
+        message, cause = f"same wrong values as {root}; this check of {spec.title!r} is judged once those are right", \
+            "same_values"
+    else:
+        message, cause = f"same tracing error as {root}; this check of {spec.title!r} is judged once it traces", \
+            "same_trace"
+    return outcome.model_copy(update={"message": message, "cause": cause,
+                                      "counterexample": outcome.counterexample or outcome.message})
+
+
+def own_property(check: NumericCheckImpl, spec: CheckSpec, seen: Seen, wrong: list[Check]) -> CheckOutcome | None:
+    """The verdict of a value check that failed on inputs an earlier check already found wrong
+    values for (`NumericCheckImpl.retests`): what it measures beyond those values, the form of the
+    answers and that the function runs, decides it, on a program that is an attempt at the
+    function (right on enough of the values, as `grader.checks.evidence` asks of structure); None
+    when it re-tests nothing or the program is no attempt."""
+    if not any(check.retests(other) for other in wrong):
+        return None
+    try:
+        return check.judge_form(seen, ENOUGH)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - as judge_one: student data, check code
+        return CheckOutcome(status="error", message=f"{spec.message}: this answer could not be checked",
+                            judge_error=f"{check.full_id} raised {one_line(exc)}")
+
+
+def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:
+    """Every check's verdict, as a student may see it (`grader.judging.reveal`): at the self-check stage
+    the checks left to the hand-in are recorded, not judged; a check failed only by values an
+    earlier check already showed wrong points to it (one root cause, one message), unless it
+    re-tests those very inputs for a property of its own (the shape, that it runs under jit):
+    then that property alone decides it (`own_property`)."""
+    results = []
+    for exercise, checks in checks_plan:
+        scored = []
+        first: dict[tuple[str, str], str] = {}  # (function, cause) -> the first check it failed
+        failed_on_values: list[Check] = []  # the value checks failed so far, whose inputs are known wrong
+        for spec, check in zip(exercise.checks, checks):
+            if not judged_now(spec, stage):
+                scored.append(score_check(check.full_id, spec, not_judged_yet(spec), exercise))
+                continue
+            outcome = judge_one(check, spec, seen)
+            function = _subject(spec)
+            key = (function or "", outcome.cause or "")
+            if outcome.cause == "values" and isinstance(check, NumericCheckImpl):
+                mine = own_property(check, spec, seen, failed_on_values)
+                failed_on_values.append(check)
+                outcome = mine if mine is not None else outcome
+            if outcome.cause in ("values", "trace") and key in first:
+                outcome = same_cause(outcome, spec, first[key])
+            elif outcome.cause in ("values", "trace") and function:
+                first[key] = check.full_id
+            scored.append(score_check(check.full_id, spec, revealed(outcome, spec), exercise))
+        results.append(score_exercise(exercise, scored))
+    return results
+
+
+def programs(checks_plan: Plan, seen: Seen) -> list[ProgramFingerprint]:
+    """For the instructor's search for copied work: one fingerprint per (exercise, function)
+    exported, in the spec's order. A function exported for several signatures is represented by
+    one of its modules, the same for every student: the first one a visible check exports (a
+    hidden check's shapes may come from its generator, and so from the student's seed)."""
+    chosen: dict[tuple[str, str], tuple[tuple[bool, int], ProgramFingerprint]] = {}
+    order = 0
+    for exercise, checks in checks_plan:
+        for spec, check in zip(exercise.checks, checks):
+            for run in check.runs():
+                order += 1
+                outcome = seen.run(run)
+                facts = outcome.facts if outcome is not None else None
+                if facts is None or facts.digest is None:
+                    continue
+                key, rank = (exercise.id, run.export.target), (spec.hidden, order)
+                if key not in chosen or rank < chosen[key][0]:
+                    chosen[key] = (rank, ProgramFingerprint(exercise=exercise.id, function=run.export.target,
+                                                            digest=facts.digest, shingles=facts.shingles))
+    return [fingerprint for _, fingerprint in chosen.values()]

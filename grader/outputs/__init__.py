@@ -1,0 +1,1 @@
+"""Everything a batch writes under OUT: reports, summary and exports, gradebook, class page."""

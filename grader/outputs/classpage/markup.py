@@ -1,0 +1,125 @@
+"""The class page's small pieces of HTML, each made safe where it is made.
+
+Every string that reaches the page passes `esc` (inert first, `grader.inert`: control, bidi and
+invisible characters shown as `\\u202e` and the like; then HTML-escaped, quotes too, so it is
+safe in an element and in a quoted attribute). Every link is relative and percent-encoded
+segment by segment (`href`), so that no student id becomes a scheme (`javascript:`), a query, a
+fragment, another folder or an attribute break-out.
+"""
+
+from __future__ import annotations
+
+import html
+from urllib.parse import quote
+
+from grader import inert
+from grader.outputs.classpage.summary import Bin
+
+
+def esc(text: object) -> str:
+    """Text for the page (an element's content or a quoted attribute): inert, then HTML-escaped."""
+    return html.escape(inert.text(text), quote=True)
+
+
+def esc_line(text: object, limit: int | None = None) -> str:
+    """One line of text (newlines shown as `\\n`), at most `limit` characters of it."""
+    return html.escape(inert.terminal(text, limit), quote=True)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first line of a message (a traceback's last line comes first in the grader's)."""
+    line, _, rest = text.strip().partition("\n")
+    return esc_line(line, limit) + (" …" if rest.strip() else "")
+
+
+def _segment(name: str) -> str:
+    """Every character but unreserved ones percent-encoded; the bytes of a name Python decoded
+    with surrogateescape are encoded back as they were."""
+    try:
+        return quote(name, safe="", errors="surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate no file system name decodes to
+        return quote(name, safe="", errors="backslashreplace")
+
+
+def href(file_name: str) -> str:
+    """A link to a file beside the page: one path segment (`/`, `?`, `#`, `:` encoded too)."""
+    return _segment(file_name)
+
+
+def href_path(path: str) -> str:
+    """A link to a file below the page (`feedback/x.html`): each `/`-separated segment encoded;
+    a path with an empty, `.` or `..` segment is encoded whole, as one segment, so it cannot
+    climb out of the batch's folder."""
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return _segment(path)
+    return "/".join(_segment(p) for p in parts)
+
+
+def student_name(student: str, link: str | None) -> str:
+    """The student's name (a link when `link`); a name with non-ASCII or unprintable characters
+    is marked, its ASCII form shown and its code points in a tooltip, so `alice` and a Cyrillic
+    `аlice` can be told apart."""
+    shown = esc_line(student)
+    out = f'<a class="who" href="{esc(link)}">{shown}</a>' if link else f'<span class="who">{shown}</span>'
+    if student.isascii() and student.isprintable():
+        return out
+    ascii_form = inert.ascii_form(student)
+    points = inert.code_points(student)
+    listed = ", ".join(points[:20]) + (", …" if len(points) > 20 else "")
+    mark = "non-ASCII" if not student.isascii() else "unprintable"
+    return (f'{out} <span class="badge nonascii" title="{esc(f"ASCII form: {ascii_form}; {listed}")}">'
+            f'{mark}</span> <code class="ascii">{esc(ascii_form)}</code>')
+
+
+def num(x: float) -> str:
+    """12 -> "12", 12.5 -> "12.5", 12.3456 -> "12.3", -0.0 -> "0"."""
+    shown = f"{x:.1f}".removesuffix(".0")
+    return "0" if shown == "-0" else shown
+
+
+def signed(x: float) -> str:
+    """+2, −1.5 (a minus sign, not a hyphen)."""
+    return ("+" if x >= 0 else "−") + num(abs(x))
+
+
+def meter(fraction: float) -> str:
+    pct = max(0.0, min(1.0, fraction)) * 100
+    tone = "low" if pct < 50 else "mid" if pct < 80 else "high"
+    return f'<span class="meter"><span class="fill {tone}" style="width:{pct:.1f}%"></span></span>'
+
+
+def score_cell(score: float | None, max_score: float) -> str:
+    """A student's score on an exercise; tinted when below half marks."""
+    if score is None:
+        return '<td class="n">—</td>'
+    weak = " weak" if max_score and score < max_score / 2 else ""
+    return f'<td class="n{weak}">{num(score)}</td>'
+
+
+def histogram_svg(bins: list[Bin]) -> str:
+    """Bars of students per band of percent, the not graded part of each bar in grey."""
+    w, h, left, bottom, top = 860, 250, 8, 34, 24
+    plot_h = h - bottom - top
+    slot = (w - left - 8) / len(bins)
+    peak = max((b.count for b in bins), default=0) or 1
+    parts = [f'<svg class="histogram" viewBox="0 0 {w} {h}" role="img" aria-label="score distribution">',
+             f'<line class="axis" x1="{left}" y1="{h - bottom}" x2="{w - 4}" y2="{h - bottom}"/>']
+    for i, b in enumerate(bins):
+        x, bw = left + i * slot + 4, slot - 8
+        bar_h, err_h = plot_h * b.count / peak, plot_h * b.errors / peak
+        y = h - bottom - bar_h
+        upper = "≤" if i == len(bins) - 1 else "<"
+        who = f"{b.count} student{'s' if b.count != 1 else ''}"
+        tip = (f"{who} with {num(b.lo)}% ≤ score {upper} {num(b.hi)}%"
+               + (f" ({b.errors} not graded)" if b.errors else ""))
+        parts.append(f'<g class="bin" data-count="{b.count}"><title>{esc(tip)}</title>'
+                     f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bw:.1f}" height="{bar_h:.1f}"/>')
+        if b.errors:
+            parts.append(f'<rect class="bar-error" x="{x:.1f}" y="{h - bottom - err_h:.1f}" '
+                         f'width="{bw:.1f}" height="{err_h:.1f}"/>')
+        parts.append(f'<text class="count{" zero" if not b.count else ""}" x="{x + bw / 2:.1f}" '
+                     f'y="{y - 6:.1f}">{b.count}</text><text class="tick" x="{x + bw / 2:.1f}" '
+                     f'y="{h - bottom + 18}">{esc(f"{num(b.lo)}–{num(b.hi)}%")}</text></g>')
+    parts.append("</svg>")
+    return "".join(parts)

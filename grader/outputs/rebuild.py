@@ -1,0 +1,113 @@
+"""Rebuild every output of a batch from its gradebook, into a staging folder.
+
+One function writes them all, so a regrade, an adjustment, a change of the late policy and
+`grade export` produce the same files: each student's report (final score, adjustments, late
+penalty) and feedback page, summary.csv, index.html with the copied-work groups, and the exports
+the batch keeps (Gradescope, Canvas, Moodle). Unchanged student files are not rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from grader.batch.discovery import feedback_file_name, report_file_name
+from grader.errors import GraderError
+from grader.outputs.gradebook import ExportSettings, Gradebook
+from grader.outputs.staging import Staging
+from grader.report import Report
+from grader.term.final import finalize
+from grader.term.late import load_policy, load_times
+from grader.term.lms import CANVAS_FILE, MOODLE_FILE, CanvasFill, fill_canvas, write_moodle
+
+__all__ = ["CANVAS_FILE", "MOODLE_FILE", "Rebuilt", "rebuild", "update"]
+
+
+class Rebuilt(BaseModel):
+    """What a rebuild wrote: the final reports, and how the Canvas column was filled."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    reports: dict[str, Report]
+    canvas: CanvasFill | None = None
+    warnings: list[str] = []  # an export that could not be rebuilt (the rest of the commit stands)
+
+
+def final_reports(gradebook: Gradebook, out_dir: Path) -> dict[str, Report]:
+    """Every student's report with the late policy and the adjustments applied."""
+    policy = load_policy(out_dir)
+    times = load_times(out_dir, policy) if policy else {}
+    adjustments = gradebook.adjustments()
+    recorded = gradebook.submitted_at()
+    return {student: finalize(report, adjustments.get(student, []), policy, times, recorded.get(student))
+            for student, report in gradebook.reports().items()}
+
+
+def _feedback(report: Report) -> bytes:
+    """The page to hand back (the submission read again, bounded as before; one that cannot be
+    read any more gives a page without code)."""
+    from grader.feedback import page
+    from grader.submission import read_submission
+
+    try:
+        cells = read_submission(Path(report.submission.path)).cells if report.status == "graded" else []
+    except (GraderError, OSError):
+        cells = []
+    return page(report, cells).encode("utf-8")
+
+
+def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
+            changed: set[str] = frozenset()) -> Rebuilt:
+    """Write every output into `stage`; `changed` are the students graded again just now
+    (their feedback page is rebuilt even when their report reads the same)."""
+    from grader.outputs.classreport import write_class_report
+    from grader.outputs.exports import write_gradescope, write_summary_csv
+    from grader.term.similarity import record_groups, similar_groups
+
+    out_dir = stage.out_dir
+    reports = final_reports(gradebook, out_dir)
+    gradebook.set_final({s: r.final for s, r in reports.items()})
+    for student, report in reports.items():
+        json_changed = stage.write_if_changed(report_file_name(student),
+                                              (report.model_dump_json(indent=2) + "\n").encode("utf-8"))
+        if json_changed or student in changed or not (out_dir / feedback_file_name(student)).is_file():
+            stage.write_if_changed(feedback_file_name(student), _feedback(report))
+    groups = similar_groups(reports)
+    record_groups(gradebook.connection, groups)
+    write_summary_csv(reports, stage.path("summary.csv"))
+    write_class_report(reports, stage.root, report_file=report_file_name, groups=groups,
+                       feedback_file=feedback_file_name)
+    if settings.gradescope:
+        write_gradescope(reports, stage.root)
+    rebuilt = Rebuilt(reports=reports)
+    try:  # an LMS export whose input went missing must not cost the batch its grades
+        if settings.canvas_roster:
+            rebuilt.canvas = fill_canvas(Path(settings.canvas_roster), reports, stage.path(CANVAS_FILE),
+                                         column=settings.canvas_column)
+        if settings.moodle:
+            write_moodle(reports, stage.path(MOODLE_FILE))
+    except GraderError as exc:
+        rebuilt.warnings.append(f"the LMS export was not updated: {exc}")
+    if not rebuilt.warnings:  # a setting that failed is not kept: the next rebuild uses the last good one
+        gradebook.save_export_settings(settings)
+    return rebuilt
+
+
+def update(out_dir: Path, settings: ExportSettings | None = None, *,
+           change: Callable[[Gradebook], None] | None = None, changed: set[str] = frozenset()) -> Rebuilt:
+    """Rebuild OUT's outputs from its gradebook in one commit, after `change` (an adjustment)
+    is made to the staged gradebook: `grade adjust`, `grade export`."""
+    stage = Staging(out_dir)
+    try:
+        with Gradebook(stage.gradebook()) as gradebook:
+            if change is not None:
+                change(gradebook)
+            rebuilt = rebuild(stage, gradebook, gradebook.export_settings().merged(settings or ExportSettings()),
+                              changed)
+    except BaseException:
+        stage.abort()
+        raise
+    stage.commit()
+    return rebuilt
