@@ -248,17 +248,17 @@ def _batch(args: argparse.Namespace) -> int:
 def _print_single(args: argparse.Namespace) -> None:
     """The student's own verdict, for one file graded into a batch folder."""
     from grader.outputs.gradebook import Gradebook
+    from grader.outputs.names import OutputFolder
     from grader.render import summary
 
-    book = args.outdir / "gradebook.sqlite"
-    with Gradebook(book) as gradebook:
+    folder = OutputFolder(args.outdir)
+    with Gradebook(folder.gradebook) as gradebook:
         student = args.student or gradebook.student_at(os.path.abspath(args.paths[0]))
     if student is None:
         return
-    from grader.batch.discovery import report_file_name
     from grader.report import Report
 
-    report = Report.model_validate_json((args.outdir / report_file_name(student)).read_text(encoding="utf-8"))
+    report = Report.model_validate_json(folder.report(student).read_text(encoding="utf-8"))
     tty = sys.stdout.isatty()
     print(summary(report, color=tty, verbose=args.verbose, width=shutil.get_terminal_size().columns if tty else None))
 

@@ -13,6 +13,9 @@
                       submission revealed. -> that student's error report saying so (the batch
                       goes on, no result is lost), counted as `internal`, and the run exits 3.
 
+The decision lands in the error report's fields, `fault` (whose) and `error_kind` (why), which
+readers use (`is_internal`); `error` is the sentence that says so, for people.
+
 Every executor (serial, local worker processes, Dask workers) and `grade validate` grade through
 `grade_guarded`; instructor code (references, generators, `prepare`) runs inside
 `instructor_code`, so an exception there is an `AssignmentBug`, never a student's verdict.
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Literal
 
 from grader.errors import (
     AssignmentBug,
@@ -35,10 +37,10 @@ from grader.errors import (
     SpecInvalid,
     SubmissionUnreadable,
     UsageError,
+    WrongAssignment,
 )
-from grader.report import Report
+from grader.report import ErrorKind, Fault, Report
 
-Fault = Literal["student", "grader", "machine", "internal"]
 INTERNAL_PREFIX = "the grader failed on this submission (a grader bug; please report it): "
 MAX_REASON = 500
 
@@ -63,6 +65,17 @@ def classify(exc: BaseException) -> Fault:
     return "internal"
 
 
+def error_kind(exc: BaseException) -> ErrorKind:
+    """Why a failure that is not the grader's to stop on left the submission not graded."""
+    if isinstance(exc, WrongAssignment):
+        return "wrong_assignment"
+    if isinstance(exc, SubmissionUnreadable):
+        return "unreadable"
+    if isinstance(exc, MachineOverloaded):
+        return "overloaded"
+    return "grader_bug"
+
+
 def student_reason(exc: BaseException) -> str:
     """The sentence an error report carries for a failure that is not the grader's to stop on."""
     if isinstance(exc, (SubmissionUnreadable, MachineOverloaded)):
@@ -70,8 +83,16 @@ def student_reason(exc: BaseException) -> str:
     return INTERNAL_PREFIX + one_line(exc)
 
 
+def not_graded(exc: BaseException, error_report: Callable[[str], Report]) -> Report:
+    """The error report of a failure that is not the grader's to stop on: whose fault it is and why
+    in its fields (`fault`, `error_kind`), the sentence that says so in `error`."""
+    report = error_report(student_reason(exc))
+    return report.model_copy(update={"fault": classify(exc), "error_kind": error_kind(exc)})
+
+
 def is_internal(report: Report) -> bool:
-    return report.status == "error" and (report.error or "").startswith(INTERNAL_PREFIX)
+    """A report in error because of a grader bug (which the run's exit status reports)."""
+    return report.status == "error" and report.fault == "internal"
 
 
 def grade_guarded(grade: Callable[[], Report], error_report: Callable[[str], Report]) -> Report:
@@ -84,7 +105,7 @@ def grade_guarded(grade: Callable[[], Report], error_report: Callable[[str], Rep
     except Exception as exc:  # noqa: BLE001 - this is the boundary: every exception is sorted here
         if classify(exc) == "grader":
             raise
-        return error_report(student_reason(exc))
+        return not_graded(exc, error_report)
 
 
 @contextlib.contextmanager

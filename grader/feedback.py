@@ -118,7 +118,6 @@ def _final(report: Report) -> str:
 
 def write_page(report: Report, cells: list[SourceCell], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page(report, cells), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    from grader.atomic import write_atomic
+
+    return write_atomic(path, page(report, cells))

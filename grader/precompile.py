@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from grader import runtime_paths
 from grader.assignment import Assignment
 from grader.options import GradeOptions
 from grader.pipeline import grade_one
@@ -49,7 +49,7 @@ def build(assignment: Assignment, solution: Path, path: Path) -> int:
     if executables.size(path) > executables.MAX_STORE_BYTES:
         executables.empty(path)
     plain = SandboxPolicy()
-    with tempfile.TemporaryDirectory(prefix=f"grade-{os.getpid()}-executables-") as scratch:
+    with runtime_paths.temporary_scratch("executables") as scratch:
         compiled = Path(scratch)
         os.chown(compiled, plain.uid, plain.gid)
         os.chmod(compiled, 0o700)

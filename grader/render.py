@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, name, terminal
-from grader.report import CHECKED_ON_HAND_IN, ExerciseResult, Report
+from grader.report import ExerciseResult, Report
 
 _MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "skipped": "-"}
 
@@ -35,11 +35,12 @@ def _colour(score: float, max_score: float) -> str:
 def _check_lines(ex: ExerciseResult, verbose: bool = False) -> list[str]:
     """Why points were lost: "not answered yet" once, or each failed check with its message (and
     the checks the self-check leaves to the hand-in, in one line)."""
-    later = [c for c in ex.checks if c.status == "skipped" and c.message == CHECKED_ON_HAND_IN]
+    later = [c for c in ex.checks if c.reason == "on_hand_in"]
     judged = [c for c in ex.checks if c not in later]
-    if judged and all(c.status == "failed" and (c.message or "").startswith("Not answered yet") for c in judged):
-        names = sorted({c.message.split("`")[1] for c in judged if c.message and "`" in c.message})
-        causes = sorted({c.message.split(", because ", 1)[1] for c in judged if ", because " in (c.message or "")})
+    missing = [c.not_answered for c in judged if c.not_answered is not None]
+    if judged and len(missing) == len(judged):
+        names = sorted({m.name for m in missing})
+        causes = sorted({m.because for m in missing if m.because})
         return [f"      - not answered yet: define {', '.join(name(n) for n in names)}"] + [
             f"        because {terminal(cause, MESSAGE_LIMIT)}" for cause in causes]
     lines = []
@@ -60,7 +61,7 @@ def _check_lines(ex: ExerciseResult, verbose: bool = False) -> list[str]:
 
 def summary_exercise(ex: ExerciseResult) -> str:
     """One exercise, for the notebook's self-check cells."""
-    pending = sum(c.max_score for c in ex.checks if c.status == "skipped" and c.message == CHECKED_ON_HAND_IN)
+    pending = sum(c.max_score for c in ex.checks if c.reason == "on_hand_in")
     head = "✅" if ex.score == ex.max_score else "⏳" if ex.score + pending == ex.max_score else "❌"
     return "\n".join([f"{head} {terminal(ex.title)}: {_points(ex.score)} / {_points(ex.max_score)}"]
                      + _check_lines(ex))

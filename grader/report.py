@@ -1,9 +1,13 @@
-"""The JSON report (schema_version 1, as in DESIGN.md), its models and its writer.
+"""The JSON report (schema_version 1, docs/report-format.md), its models and its writer.
 
 A leaf module: it imports nothing of the grader's execution layer (no kernel, sandbox or check
 code), so reading or writing a report loads only pydantic, and the shapes a report carries
 (`CellProblem`, `Isolation`, `CheckStatus`) are defined here, where a change to them is visibly a
 change to the report's schema.
+
+What a verdict means travels as fields, never only as a sentence: a check's `reason` (and the data
+its sentence is made from: `not_answered`, `same_as`), a report's `fault` and `error_kind`. Readers
+decide from those; `message` and `error` are sentences for people, never parsed back.
 """
 
 from __future__ import annotations
@@ -13,11 +17,23 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 REPORT_SCHEMA_VERSION = 1
 
 CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped"]
+# Why a check has its status, when the status alone does not say (`CheckResult.reason`):
+#   not_answered  a name the exercise asks for is not defined, or holds no answer (`not_answered` says
+#                 which): the verdict says nothing about the student's answer
+#   same_cause    failed only for the root cause another check of the same function already shows
+#                 (`same_as`): wrong values, or not traceable
+#   on_hand_in    skipped: the self-check records it, `grade` judges it when the work is handed in
+#   kernel_died   the Python kernel died while this check's question ran (the submission's code killed it)
+Reason = Literal["not_answered", "same_cause", "on_hand_in", "kernel_died"]
+Fault = Literal["student", "grader", "machine", "internal"]  # whose fault an error report is (grader.faults)
+ErrorKind = Literal["unreadable", "wrong_assignment", "overloaded", "grader_bug"]
+
+NOT_ANSWERED = "Not answered yet"
 CHECKED_ON_HAND_IN = "recorded; checked when you hand in"  # a skipped check's message at the self-check
 
 
@@ -62,6 +78,35 @@ class Tally(_Model):
     calls: int = Field(ge=0)
 
 
+class NotAnswered(_Model):
+    """What a "Not answered yet" verdict is made from; `message` is the one sentence built from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="the name the exercise asks for (as the check names it)")
+    defined: bool = Field(default=False, description="`name` is defined, but holds no answer for `item`")
+    item: str | int | None = Field(default=None, description=(
+        "with `defined`: the answer it lacks (a dict key or a list index; None: the value itself)"))
+    because: str | None = Field(default=None, description=(
+        "the student cell that would have defined `name` and what it raised, hung or killed "
+        "(grader.judging.attribution)"))
+
+    @property
+    def message(self) -> str:
+        if self.defined:
+            return f"{NOT_ANSWERED}: `{self.name}` has no answer {self.item!r}."
+        because = f", because {self.because}" if self.because else "."
+        return f"{NOT_ANSWERED}: `{self.name}` is not defined{because}"
+
+
+def check_reason(reason: Reason | None, not_answered: NotAnswered | None, same_as: str | None) -> None:
+    """A verdict's reason and the data it is made from go together (a check's outcome and its result)."""
+    if (reason == "not_answered") != (not_answered is not None):
+        raise ValueError("`not_answered` is set exactly when the reason is 'not_answered'")
+    if (reason == "same_cause") != (same_as is not None):
+        raise ValueError("`same_as` is set exactly when the reason is 'same_cause'")
+
+
 class CheckResult(_Model):
     id: str
     title: str
@@ -82,6 +127,19 @@ class CheckResult(_Model):
     tally: Tally | None = Field(
         default=None, description="for the instructor only: how many of the check's calls failed (of a hidden "
         "check, a count of hidden inputs, which `message` never names); no student-facing output prints it")
+    reason: Reason | None = Field(default=None, description=(
+        "why the check has its status, when the status alone does not say: 'not_answered', "
+        "'same_cause', 'on_hand_in' or 'kernel_died' (see `Reason`); None: the status and `message` say "
+        "it all (or a report written before this field)"))
+    not_answered: NotAnswered | None = Field(
+        default=None, description="with reason 'not_answered': the name not defined (or without an answer)")
+    same_as: str | None = Field(
+        default=None, description="with reason 'same_cause': the id of the check that shows the root cause")
+
+    @model_validator(mode="after")
+    def _reason_has_its_data(self) -> CheckResult:
+        check_reason(self.reason, self.not_answered, self.same_as)
+        return self
 
 
 class ExerciseResult(_Model):
@@ -136,6 +194,15 @@ class Report(_Model):
     student: str | None = None
     status: Literal["graded", "error"]
     error: str | None = None
+    fault: Fault | None = Field(default=None, description=(
+        "whose fault a report in error is, as grader.faults decides: 'student' (the file is no submission "
+        "the grader can read), 'machine' (overloaded), 'internal' (a grader bug this submission revealed), "
+        "'grader' (a broken spec or machine); None when graded, or when nobody decided (a grading process "
+        "that died, a report written before this field)"))
+    error_kind: ErrorKind | None = Field(default=None, description=(
+        "why it was not graded: 'unreadable' (not a notebook or module the grader can read), "
+        "'wrong_assignment' (a notebook for another assignment), 'overloaded' (timed out while the machine "
+        "kept it from the CPU), 'grader_bug' (the grader raised); `error` is the sentence that says so"))
     score: float
     max_score: float
     exercises: list[ExerciseResult]
@@ -174,6 +241,6 @@ def environment() -> Environment:
 
 def write(report: Report, path: Path) -> None:
     """Write atomically: a reader never sees half a report."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from grader.atomic import write_atomic
+
+    write_atomic(path, report.model_dump_json(indent=2) + "\n")

@@ -72,7 +72,7 @@ def from_wire(value: Value) -> Any:
 def unpack(value: Any, n: int) -> list[Any] | None:
     """The n values of an answer that should be n values, or None when it is not.
 
-    The rule (README, "How answers are compared"): what `a, b = f(...)` unpacks into n values
+    The rule (docs/writing-an-assignment.md, "How answers are compared"): what `a, b = f(...)` unpacks into n values
     is n values. A tuple or list of n items; a pytree (NamedTuple, registered dataclass) of n
     leaves; a 1-D array of length n. Anything else (a dict, whose unpacking gives its keys; a
     scalar; a string) is not.

@@ -12,10 +12,10 @@ from grader.report import Report
 def grade_or_die(task: Task) -> Report:
     """A worker grading "killer" dies on the spot (as an OOM kill would end it); the others get a
     'graded' report after a moment, so that they are running when it dies."""
-    from grader.batch import executors as batch
+    from grader.batch import worker_process
 
-    if batch._started is not None:
-        batch._started.put((os.getpid(), task.student))
+    if worker_process.started is not None:
+        worker_process.started.put((os.getpid(), task.student))
     if task.student == "killer":
         time.sleep(0.3)
         os._exit(137)

@@ -7,9 +7,9 @@ from warm_grading import grade_warm
 
 from grader import GradeOptions
 from grader.judging.attribution import attribute, defined_names
-from grader.kernel.wire import cell_line
+from grader.kernel.messages import cell_line
 from grader.render import summary
-from grader.report import CellProblem, CheckResult, ExerciseResult
+from grader.report import CellProblem, CheckResult, ExerciseResult, NotAnswered
 from grader.submission import SourceCell
 
 
@@ -28,7 +28,8 @@ def test_the_line_of_the_cell_comes_from_a_bounded_look_at_the_traceback() -> No
 
 def _not_defined(name: str) -> CheckResult:
     return CheckResult(id=f"training.{name}", title=name, status="failed", score=0, max_score=1, hidden=False,
-                       message=f"Not answered yet: `{name}` is not defined.")
+                       message=f"Not answered yet: `{name}` is not defined.", reason="not_answered",
+                       not_answered=NotAnswered(name=name))
 
 
 def test_a_raising_cell_is_told_under_the_exercise_it_would_have_defined() -> None:

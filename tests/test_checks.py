@@ -746,7 +746,7 @@ def test_an_answer_of_the_wrong_shape_is_an_error_not_a_crash(ch2, ctx) -> None:
 
 
 def test_several_values_are_compared_by_their_leaves() -> None:
-    """The rule of README "How answers are compared": what `w, b = f(...)` unpacks."""
+    """The rule of docs/writing-an-assignment.md, "How answers are compared": what `w, b = f(...)` unpacks."""
     from grader.values import Tree
 
     want = (1.0, 2.0)

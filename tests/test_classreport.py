@@ -15,10 +15,10 @@ from urllib.parse import unquote
 
 import pytest
 
-from grader.batch.discovery import report_file_name, student_file_stem
+from grader.batch.discovery import student_file_stem
 from grader.outputs.classpage.assets import SCRIPT, csp
-from grader.outputs.classpage.summary import NOT_ANSWERED
 from grader.outputs.classreport import BINS, bin_index, render_html, summarize, write_class_report
+from grader.outputs.names import report_file_name
 from grader.report import (
     Adjustment,
     CellProblem,
@@ -27,6 +27,7 @@ from grader.report import (
     ExerciseResult,
     Isolation,
     LatePenalty,
+    NotAnswered,
     Report,
     SubmissionRef,
 )
@@ -35,12 +36,22 @@ from grader.term.models import SimilarGroup
 # a small assignment: exercise -> check id -> points
 POINTS = {"a": {"a.one": 6.0, "a.two": 4.0}, "b": {"b.one": 5.0, "b.two": 5.0}}
 XSS = "<script>alert(1)</script>"
-BLANK = f"{NOT_ANSWERED}: `f` is not defined."
+Verdict = str | dict[str, object]  # a check's message, or its verdict's fields (message, reason and data)
+
+
+def not_answered(name: str = "f", because: str | None = None) -> dict[str, object]:
+    """The fields of a "Not answered yet" verdict, its sentence made from them as the grader makes it."""
+    missing = NotAnswered(name=name, because=because)
+    return {"message": missing.message, "reason": "not_answered", "not_answered": missing}
+
+
+BLANK = not_answered()
 
 
 def make_report(student: str, passed: set[str] = frozenset(), *, statuses: dict[str, str] | None = None,
                 error: str | None = None, exercises: bool = True, assignment: str = "toy",
-                messages: dict[str, str] | None = None, message: str = "no", **fields: object) -> Report:
+                messages: dict[str, Verdict] | None = None, message: Verdict = "no",
+                **fields: object) -> Report:
     """A report of the toy assignment: checks in `passed` get full points, the others fail
     (or take their status from `statuses`) with `message` (or theirs in `messages`); `error` makes
     a report in error (every check skipped); `fields` are further Report fields."""
@@ -50,10 +61,12 @@ def make_report(student: str, passed: set[str] = frozenset(), *, statuses: dict[
         results = []
         for cid, pts in checks.items():
             status = "skipped" if error else "passed" if cid in passed else statuses.get(cid, "failed")
+            verdict = messages.get(cid, message)
+            said = {"message": None} if status == "passed" else verdict if isinstance(verdict, dict) else \
+                {"message": verdict}
             results.append(CheckResult(id=cid, title=f"title of {cid}", status=status,
                                        score=pts if status == "passed" else 0.0, max_score=pts,
-                                       hidden=cid.endswith("two"),
-                                       message=None if status == "passed" else messages.get(cid, message)))
+                                       hidden=cid.endswith("two"), **said))
         exs.append(ExerciseResult(id=ex_id, title=f"Exercise {ex_id.upper()}", checks=results,
                                   score=sum(c.score for c in results), max_score=sum(checks.values())))
     return Report(assignment=assignment, student=student,
@@ -79,6 +92,7 @@ EVIL_MESSAGE = ('cell 2, line 1 raised ValueError: <script>alert(2)</script> <a 
                 "click</a> \u202egnp.exe\nTraceback (most recent call last): secret second line")
 DIED = "cell 5 killed the Python kernel; it was restarted without that cell"
 CHECK_DIED = "b.two could not be checked (the Python kernel died during this check (the kernel process died))"
+DIED_IN_CHECK = {"message": CHECK_DIED, "reason": "kernel_died"}
 LATE = LatePenalty(submitted_at="2025-03-02T09:00:00+01:00", source="file", due="2025-03-01T23:59:00+01:00",
                    days_late=1, points=1.1, rule="10% of the points per day late, at most 50%")
 ADJUSTED = Adjustment(points=2.0, reason="a.two regraded by hand: <b>right</b> idea", by="prof.x",
@@ -103,7 +117,7 @@ def rich_class() -> dict[str, Report]:
             problem(3, "cell 3, line 2 raised ZeroDivisionError: division by zero\nmore", line=2,
                     ename="ZeroDivisionError", exercise="b")]),
         "kim": make_report("kim", {"a.one", "a.two"}, cell_problems=[problem(5, DIED, "died")]),
-        "lee": make_report("lee", {"a.one"}, statuses={"b.two": "error"}, messages={"b.two": CHECK_DIED}),
+        "lee": make_report("lee", {"a.one"}, statuses={"b.two": "error"}, messages={"b.two": DIED_IN_CHECK}),
         "blank": make_report("blank", message=BLANK),
         EVIL: make_report(EVIL, {"b.one"}, cell_problems=[problem(2, EVIL_MESSAGE, line=1, ename="<b>Err</b>")],
                           cell_problems_omitted=3),
@@ -192,18 +206,12 @@ def test_empty_class_says_no_submissions(tmp_path: Path) -> None:
     assert "<svg" not in page
 
 
-def test_our_not_answered_is_the_graders() -> None:
-    from grader.judging.reveal import NOT_ANSWERED as GRADERS
-
-    assert NOT_ANSWERED == GRADERS
-
-
 def test_pass_rates_are_among_students_who_answered() -> None:
     """A blank submission ("Not answered yet" on every check, also with the cause attribution adds)
     is left out of every rate; one that answered only `a` counts for `a` only."""
     reports = {"dana": make_report("dana", {"a.one", "a.two", "b.one", "b.two"}),
                "blank": make_report("blank", message=BLANK),
-               "half": make_report("half", messages={c: f"{BLANK[:-1]}, because cell 2 raised NameError"
+               "half": make_report("half", messages={c: not_answered(because="cell 2 raised NameError")
                                                      for c in ("b.one", "b.two")}),
                "bo": make_report("bo", error="unreadable")}
     s = summarize(reports)

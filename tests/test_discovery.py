@@ -19,10 +19,11 @@ from urllib.parse import unquote
 import pytest
 
 from grader import submission
-from grader.batch.discovery import NOT_UTF8, discover, report_file_name, student_file_stem
+from grader.batch.discovery import NOT_UTF8, discover, student_file_stem
 from grader.batch.run import grade_many
 from grader.errors import SubmissionUnreadable
 from grader.options import GradeOptions
+from grader.outputs.names import report_file_name
 from grader.report import Report
 from grader.submission import MAX_BYTES, SYMLINK, peek, read_bytes, read_submission
 

@@ -65,7 +65,7 @@ def test_the_build_holds_the_verifiers_programs_alone(built_store: Path) -> None
 
 def test_a_second_ensure_builds_nothing(built_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
-    monkeypatch.setattr(executables, "build", lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr(precompile, "build", lambda *a: calls.append(a) or 0)
     assert precompile.ensure(assignments.load("ch2-jit")) == 0
     assert calls == []
 

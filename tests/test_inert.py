@@ -21,6 +21,7 @@ from grader.report import (
     Environment,
     ExerciseResult,
     Isolation,
+    NotAnswered,
     Report,
     SubmissionRef,
 )
@@ -152,7 +153,8 @@ def test_self_check_summary_is_inert_too() -> None:
 
 def test_not_answered_names_are_inert() -> None:
     check = CheckResult(id="b.x", title="x", status="failed", score=0, max_score=1, hidden=False,
-                        message=f"Not answered yet: `f{SPOOF}` is not defined.")
+                        message=f"Not answered yet: `f{SPOOF}` is not defined.", reason="not_answered",
+                        not_answered=NotAnswered(name=f"f{SPOOF}"))
     ex = ExerciseResult(id="b", title="B", score=0, max_score=1, checks=[check])
     out = summary_exercise(ex)
     assert unsafe_in(out, allowed="\n") == [] and "not answered yet: define f\\x1b[2J" in out

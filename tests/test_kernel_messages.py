@@ -1,5 +1,6 @@
-"""Messages from the kernel: what the grader accepts, drops unread, or refuses (grader/kernel/wire.py),
-and what Kernel.run makes of it; Ctrl-C during a cell; the grader's memory under an output flood.
+"""Messages from the kernel: what the grader accepts, drops unread, or refuses (grader/kernel/zmtp.py,
+messages.py, bounded_json.py), and what Kernel.run makes of it; Ctrl-C during a cell; the grader's
+memory under an output flood.
 
 The kernel is the student's process and holds the session key, so the hostile messages here are
 sent from inside a cell with the kernel's own session: correctly signed unless the signature is
@@ -21,10 +22,12 @@ from pathlib import Path
 import pytest
 from jupyter_client.session import DELIM, Session
 
-from grader.kernel import wire
+from grader.kernel import bounded_json, messages, zmtp
+from grader.kernel.bounded_json import MessageRejected, depth_of, loads_bounded, shape_of
 from grader.kernel.client import Kernel
-from grader.kernel.protocol import MIME_TYPE
-from grader.kernel.wire import GraderSession, KernelSocket, MessageRejected, depth_of, loads_bounded, shape_of
+from grader.kernel.messages import GraderSession
+from grader.kernel.protocol import MAX_NODES, MIME_TYPE
+from grader.kernel.zmtp import KernelSocket
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -92,13 +95,13 @@ def test_a_real_sessions_message_passes_and_keeps_what_nbclient_reads() -> None:
     assert got["msg_type"] == "status" and got["msg_id"] == msg["header"]["msg_id"]
     assert got["content"] == {"execution_state": "idle"}
     assert got["parent_header"]["msg_id"] == msg["parent_header"]["msg_id"]
-    assert wire.DROPPED not in got
+    assert messages.DROPPED not in got
 
 
 def test_error_keeps_capped_ename_and_evalue_and_no_traceback() -> None:
     got = receive(message("error", {"ename": "ValueError", "evalue": "v" * 100_000, "traceback": ["a", "b"]}))
     assert got["content"]["ename"] == "ValueError"
-    assert len(got["content"]["evalue"]) == wire.MAX_EVALUE and got["content"]["evalue"].endswith("…")
+    assert len(got["content"]["evalue"]) == messages.MAX_EVALUE and got["content"]["evalue"].endswith("…")
     assert got["content"]["traceback"] == []
 
 
@@ -115,16 +118,16 @@ def test_execute_and_kernel_info_replies_pass() -> None:
                                       "clear_output", "comm_open", "comm_msg", "something_new"])
 def test_dropped_types_are_not_parsed(monkeypatch, msg_type) -> None:
     parsed: list[str] = []
-    real = wire.loads_bounded
+    real = messages.loads_bounded
 
     def spy(data, **kw):
         parsed.append(kw["what"])
         return real(data, **kw)
 
-    monkeypatch.setattr(wire, "loads_bounded", spy)
+    monkeypatch.setattr(messages, "loads_bounded", spy)
     # content the parser would refuse: it is never looked at
     got = receive(signed(header(msg_type), PARENT, b"{}", b'{"text": ' + b"1" * 5000 + b"}"))
-    assert got[wire.DROPPED] is True and got["content"] == {} and got["buffers"] == []
+    assert got[messages.DROPPED] is True and got["content"] == {} and got["buffers"] == []
     assert parsed == ["header", "parent header"]
 
 
@@ -134,12 +137,12 @@ def test_observations_are_parsed_only_when_asked() -> None:
     def frames() -> list[bytes]:
         return message("display_data", {"data": {MIME_TYPE: obs, "text/plain": "x"}, "metadata": {}})
 
-    assert receive(frames())[wire.DROPPED] is True
+    assert receive(frames())[messages.DROPPED] is True
     got = receive(frames(), receiver(observations=True))
     assert got["content"] == {"data": {MIME_TYPE: obs}, "metadata": {}}
     plain = receive(message("display_data", {"data": {"text/plain": "x"}, "metadata": {}}),
                     receiver(observations=True))
-    assert plain[wire.DROPPED] is True
+    assert plain[messages.DROPPED] is True
 
 
 def test_depth_ignores_brackets_in_strings() -> None:
@@ -153,8 +156,8 @@ def test_depth_ignores_brackets_in_strings() -> None:
 
 
 def _obs_too_big() -> list[bytes]:
-    content = {"data": {MIME_TYPE: {"id": "a", "blob": "x" * (wire.MAX_CONTENT_BYTES["display_data"] + 1)}},
-               "metadata": {}}
+    blob = "x" * (messages.MAX_CONTENT_BYTES["display_data"] + 1)
+    content = {"data": {MIME_TYPE: {"id": "a", "blob": blob}}, "metadata": {}}
     return message("display_data", content)
 
 
@@ -200,7 +203,7 @@ HOSTILE = {
                          "KiB, more than the 64.0 KiB accepted"),
     "old protocol": (lambda: signed(header(version="4.1"), PARENT, b"{}", IDLE), "protocol version '4.1'"),
     "too few parts": (lambda: [b"kernel", DELIM, b"sig", b"{}"], "fewer than the 5"),
-    "too many parts": (lambda: message("stream", {}) + [b"b"] * (wire.MAX_BUFFERS + 1), "parts (at most"),
+    "too many parts": (lambda: message("stream", {}) + [b"b"] * (messages.MAX_BUFFERS + 1), "parts (at most"),
     "200,000 values in an error": (lambda: signed(header("error"), PARENT, b"{}",
                                                   b'{"ename": "E", "evalue": "v", "traceback": ['
                                                   + b"0," * 200_000 + b'0]}'),
@@ -225,13 +228,13 @@ def test_a_replayed_message_is_refused() -> None:
 
 
 def test_an_oversized_observation_is_refused_only_when_observations_are_read() -> None:
-    assert receive(_obs_too_big())[wire.DROPPED] is True
+    assert receive(_obs_too_big())[messages.DROPPED] is True
     assert "its observation is 8.0 MiB, more than the 8.0 MiB accepted" in \
         rejected(_obs_too_big(), receiver(observations=True))
 
 
 def test_observations_of_one_cell_are_capped_in_total(monkeypatch) -> None:
-    monkeypatch.setattr(wire, "MAX_OBSERVATION_BYTES", 10_000)
+    monkeypatch.setattr(messages, "MAX_OBSERVATION_BYTES", 10_000)
     session = receiver(observations=True)
 
     def observation(rid: str) -> list[bytes]:
@@ -304,7 +307,7 @@ def test_shape_agrees_with_the_probe_protocol_on_random_documents() -> None:
 def test_values_are_counted_before_anything_is_parsed(monkeypatch) -> None:
     calls: list[int] = []
     real = json.loads
-    monkeypatch.setattr(wire.json, "loads", lambda text, **kw: calls.append(1) or real(text, **kw))
+    monkeypatch.setattr(bounded_json.json, "loads", lambda text, **kw: calls.append(1) or real(text, **kw))
     text = b"[" + b"[]," * 200_000 + b"[]]"  # 600 KB that would be 200,002 lists
     with pytest.raises(MessageRejected) as info:
         loads_bounded(text, limit=2**20, what="content", max_nodes=100_000)
@@ -320,17 +323,17 @@ def _observation(values: int, *, rid: str = "a") -> list[bytes]:
 
 
 def test_an_observation_over_the_value_cap_is_refused() -> None:
-    fits = wire.MAX_OBSERVATION_NODES - 6
+    fits = messages.MAX_OBSERVATION_NODES - 6
     got = receive(_observation(fits), receiver(observations=True))
     assert len(got["content"]["data"][MIME_TYPE]["v"]) == fits
     reason = rejected(_observation(fits + 1), receiver(observations=True))
-    assert reason == f"its observation holds {wire.MAX_OBSERVATION_NODES + 1:,} values " \
-                     f"(at most {wire.MAX_OBSERVATION_NODES:,} are accepted)"
-    assert wire.MAX_OBSERVATION_NODES >= wire.MAX_NODES  # an observation the session accepts fits
+    assert reason == f"its observation holds {messages.MAX_OBSERVATION_NODES + 1:,} values " \
+                     f"(at most {messages.MAX_OBSERVATION_NODES:,} are accepted)"
+    assert messages.MAX_OBSERVATION_NODES >= MAX_NODES  # an observation the session accepts fits
 
 
 def test_observations_of_one_cell_are_capped_in_values(monkeypatch) -> None:
-    monkeypatch.setattr(wire, "MAX_CELL_OBSERVATION_NODES", 1000)
+    monkeypatch.setattr(messages, "MAX_CELL_OBSERVATION_NODES", 1000)
     session = receiver(observations=True)
     receive(_observation(400, rid="a"), session)
     receive(_observation(400, rid="b"), session)
@@ -343,18 +346,18 @@ def test_observations_of_one_cell_are_capped_in_values(monkeypatch) -> None:
 
 def test_an_observation_for_another_request_is_dropped_unparsed(monkeypatch) -> None:
     parsed: list[str] = []
-    real = wire.loads_bounded
-    monkeypatch.setattr(wire, "loads_bounded",
+    real = messages.loads_bounded
+    monkeypatch.setattr(messages, "loads_bounded",
                         lambda data, **kw: parsed.append(kw["what"]) or real(data, **kw))
     monkeypatch.setattr(GraderSession, "_observation", lambda self, frame: parsed.append("observation"))
     content = json.dumps({"data": {MIME_TYPE: {"id": "a", "v": [[]] * 1000}}, "metadata": {}}).encode()
     other = json.dumps({"msg_id": "an-earlier-cell", "msg_type": "execute_request"}).encode()
     session = receiver(observations=True)
     got = receive(signed(header("display_data"), other, b"{}", content), session)
-    assert got[wire.DROPPED] is True and parsed == ["header", "parent header"]
+    assert got[messages.DROPPED] is True and parsed == ["header", "parent header"]
     assert session.observation_nodes == 0
     session.request_id = None  # between begin_cell and the execute_request: nothing is the cell's
-    assert receive(message("display_data", {"data": {MIME_TYPE: {"id": "a"}}}), session)[wire.DROPPED]
+    assert receive(message("display_data", {"data": {MIME_TYPE: {"id": "a"}}}), session)[messages.DROPPED]
 
 
 def test_the_session_learns_the_cells_request_when_it_builds_it() -> None:
@@ -449,7 +452,7 @@ class FakeKernel:
         self._chunks: list[bytes] = []
         self._more = threading.Condition()
         if handshake:
-            self.send(wire._GREETING, wire._frame(b"\x05READY" + b"\x0bSocket-Type"
+            self.send(zmtp._GREETING, zmtp._frame(b"\x05READY" + b"\x0bSocket-Type"
                                                   + len(socket_type).to_bytes(4, "big") + socket_type,
                                                   command=True))
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -519,12 +522,12 @@ class FakeKernel:
 
 def frames(*bodies: bytes, command: bool = False) -> bytes:
     """A whole message (or one command) in ZMTP frames."""
-    return b"".join(wire._frame(b, more=i < len(bodies) - 1, command=command) for i, b in enumerate(bodies))
+    return b"".join(zmtp._frame(b, more=i < len(bodies) - 1, command=command) for i, b in enumerate(bodies))
 
 
 def opening(*bodies: bytes) -> bytes:
     """The first frames of a message that goes on (each has the MORE flag)."""
-    return b"".join(wire._frame(b, more=True) for b in bodies)
+    return b"".join(zmtp._frame(b, more=True) for b in bodies)
 
 
 def frame_head(size: int, *, more: bool = True) -> bytes:
@@ -543,12 +546,12 @@ REFUSED_STREAMS = {
                            "its signature is 1.0 KiB, more than the 256 bytes accepted"),
     "header of 1 MiB": (lambda: opening(b"k", DELIM, b"sig") + frame_head(2**20),
                         "its header is 1.0 MiB, more than the 64.0 KiB accepted"),
-    "content over the cap": (lambda: opening(*PARTS, b"{}") + frame_head(wire.MAX_FRAME_BYTES),
+    "content over the cap": (lambda: opening(*PARTS, b"{}") + frame_head(zmtp.MAX_FRAME_BYTES),
                              OVER_THE_IOPUB_CAP),
     "a frame of 2**63 bytes": (lambda: opening(*PARTS) + frame_head(2**63),
                                "are more than the 60.0 MiB accepted"),
     "reserved flag bits": (lambda: b"\x08\x01x", "a frame that ZMTP does not allow"),
-    "a command inside a message": (lambda: opening(b"k", DELIM) + wire._frame(b"\x04PING", command=True),
+    "a command inside a message": (lambda: opening(b"k", DELIM) + zmtp._frame(b"\x04PING", command=True),
                                    "a ZMTP command inside a message"),
     "a command of 1 MiB": (lambda: bytes([6]) + (2**20).to_bytes(8, "big"), "a ZMTP command of 1.0 MiB"),
 }
@@ -580,15 +583,15 @@ def test_a_kernel_socket_refuses_a_frame_by_its_place_before_reading_it(tmp_path
 BROKEN_HANDSHAKES = {
     "not ZMTP": (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b" " * 64,
                  "does not speak ZMTP 3 with the NULL mechanism"),
-    "CURVE": (wire._GREETING.replace(b"NULL", b"CURV"), "does not speak ZMTP 3 with the NULL mechanism"),
-    "ZMTP 2": (wire._GREETING[:10] + b"\x01" + wire._GREETING[11:], "does not speak ZMTP 3"),
-    "a REQ socket": (wire._GREETING + frames(b"\x05READY\x0bSocket-Type\x00\x00\x00\x03REQ", command=True),
+    "CURVE": (zmtp._GREETING.replace(b"NULL", b"CURV"), "does not speak ZMTP 3 with the NULL mechanism"),
+    "ZMTP 2": (zmtp._GREETING[:10] + b"\x01" + zmtp._GREETING[11:], "does not speak ZMTP 3"),
+    "a REQ socket": (zmtp._GREETING + frames(b"\x05READY\x0bSocket-Type\x00\x00\x00\x03REQ", command=True),
                      "is of type 'REQ', which a SUB socket does not talk to"),
-    "a message first": (wire._GREETING + frames(b"hello"),
+    "a message first": (zmtp._GREETING + frames(b"hello"),
                         "sent a message before the ZMTP handshake was done"),
-    "ERROR": (wire._GREETING + frames(b"\x05ERROR\x06denied", command=True),
+    "ERROR": (zmtp._GREETING + frames(b"\x05ERROR\x06denied", command=True),
               "did not complete the ZMTP handshake"),
-    "a broken READY": (wire._GREETING + frames(b"\x05READY\x0bSocket-Type\x00\x00\x00\x09PUB", command=True),
+    "a broken READY": (zmtp._GREETING + frames(b"\x05READY\x0bSocket-Type\x00\x00\x00\x09PUB", command=True),
                        "a malformed ZMTP command"),
 }
 
@@ -818,8 +821,8 @@ def test_the_grader_reads_only_shell_and_iopub_through_bounded_sockets() -> None
         for channel, socket in (("iopub", kc.iopub_channel.socket), ("shell", kc.shell_channel.socket),
                                 ("control", kernel._km._control_socket)):  # type: ignore[union-attr]
             assert isinstance(socket, KernelSocket) and socket.channel == channel
-            assert socket.cap == wire.FRAME_CAPS[channel]
-        assert kc.iopub_channel.socket.cap == wire.MAX_FRAME_BYTES
+            assert socket.cap == zmtp.FRAME_CAPS[channel]
+        assert kc.iopub_channel.socket.cap == zmtp.MAX_FRAME_BYTES
         assert (kc._stdin_channel, kc._hb_channel, kc._control_channel) == (None, None, None)
         assert kernel.run("input()", 10).ename == "StdinNotImplementedError"
 

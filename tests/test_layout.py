@@ -30,6 +30,7 @@ RANKS = {
     "cli": 8,
 }
 BASE = {"errors", "faults", "spec", "report", "values", "assignment", "assignment_digest", "cases", "domains",
+        "atomic", "runtime_paths",
         "options", "inert", "interrupts", "submission", "usage"}
 
 
@@ -76,7 +77,8 @@ def test_inside_imports_nothing_of_the_grader() -> None:
 
 
 PROCESS = ("grader.sandbox", "grader.kernel.client", "grader.kernel.session", "grader.kernel.launch",
-           "grader.kernel.server", "grader.kernel.wire", "grader.verifier.client", "grader.verifier.forkserver",
+           "grader.kernel.server", "grader.kernel.zmtp", "grader.kernel.messages", "grader.verifier.client",
+           "grader.verifier.forkserver",
            "grader.batch", "grader.pipeline", "jupyter_client", "nbclient", "ipykernel", "zmq")
 
 

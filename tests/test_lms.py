@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import UsageError
+from grader.outputs import names
 from grader.report import Report
 from grader.term import lms
 from grader.term.lms import CanvasFill, fill_canvas, moodle_feedback, write_moodle
@@ -50,7 +51,7 @@ def the_batch() -> dict[str, Report]:
 
 @pytest.fixture
 def filled(tmp_path: Path) -> tuple[CanvasFill, Path]:
-    out = tmp_path / lms.CANVAS_FILE
+    out = tmp_path / names.CANVAS_CSV
     return fill_canvas(EXPORT, the_batch(), out), out
 
 
@@ -240,15 +241,15 @@ def test_semicolons_crlf_and_no_bom_are_kept(tmp_path: Path) -> None:
 
 
 def test_the_write_is_atomic(tmp_path: Path) -> None:
-    out = tmp_path / lms.CANVAS_FILE
+    out = tmp_path / names.CANVAS_CSV
     out.write_text("an older file", encoding="utf-8")
     fill_canvas(EXPORT, the_batch(), out)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [lms.CANVAS_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [names.CANVAS_CSV]
     blocked = tmp_path / "blocked.csv"
     blocked.mkdir()  # a folder in the way: the rename fails, no half file or .tmp stays behind
     with pytest.raises(OSError):
         fill_canvas(EXPORT, the_batch(), blocked)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked.csv", lms.CANVAS_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked.csv", names.CANVAS_CSV]
 
 
 def test_injection_looking_student_ids_never_reach_the_file_and_print_inert(tmp_path: Path) -> None:
@@ -265,7 +266,7 @@ def test_injection_looking_student_ids_never_reach_the_file_and_print_inert(tmp_
 
 
 def test_moodle_header_and_rows(tmp_path: Path) -> None:
-    out = write_moodle(the_batch(), tmp_path / lms.MOODLE_FILE)
+    out = write_moodle(the_batch(), tmp_path / names.MOODLE_CSV)
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines[0] == '"Username","ch2-jit","ch2-jit (Feedback)"'
     assert lines[1] == '"alice@uni.edu",81.5,"ch2-jit: 81.5 / 100, 2 checks failed"'
@@ -274,7 +275,7 @@ def test_moodle_header_and_rows(tmp_path: Path) -> None:
     read = list(csv.reader(text, quoting=csv.QUOTE_NONNUMERIC))
     assert [r[0] for r in read[1:]] == ["alice@uni.edu", "jgarcia", "mivanova", "s7654321", "zed"]  # no wchen
     assert read[4][1] == 33.33 and {len(r) for r in read} == {3}
-    assert sorted(p.name for p in tmp_path.iterdir()) == [lms.MOODLE_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [names.MOODLE_CSV]
 
 
 def test_moodle_without_feedback_and_by_email(tmp_path: Path) -> None:

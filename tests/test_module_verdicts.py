@@ -193,7 +193,7 @@ def test_a_python_while_on_a_tracer_is_one_message_with_its_line_and_the_constru
 def test_a_notebook_ending_with_x64_or_jit_disabled_is_graded_on_its_answers(submission_from_reference,
                                                                             ending: str) -> None:
     """JAX's global configuration is the student's to change; the probe sets what it relies on
-    itself when it measures (DESIGN.md), so the reference with either switch at its end keeps
+    itself when it measures, so the reference with either switch at its end keeps
     every point, and a wrong answer still fails, with the message it has without the switch."""
     right = grade(submission_from_reference("setup", "tax", "newton", "detective", "training", ending,
                                             suffix=".ipynb"))

@@ -162,16 +162,21 @@ def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_r
         "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "student", "language": "python"}))
     notebook = nbformat.read(repo_root / "solutions" / "ch2-jit.ipynb", as_version=4)
-    kept = os.environ.get("JUPYTER_PATH")
+    # the kernel inherits this process's environment: a student's has neither the instructor's
+    # assignments folder nor this repository on its path (another test of this worker may set them)
+    kept = {name: os.environ.get(name) for name in ("JUPYTER_PATH", "GRADER_ASSIGNMENTS", "PYTHONPATH")}
     os.environ["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    os.environ.pop("GRADER_ASSIGNMENTS", None)
+    os.environ.pop("PYTHONPATH", None)
     try:
         NotebookClient(notebook, kernel_name="student", timeout=300, resources={"metadata": {"path": str(tmp_path)}},
                        ).execute()
     finally:
-        if kept is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = kept
+        for name, value in kept.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     shown = ["".join(o.get("text", "") for o in c.outputs) for c in notebook.cells
              if "selfcheck" in c.metadata.get("tags", [])]
     assert [s.splitlines()[0].rsplit(": ", 1)[-1] for s in shown] == ["18 / 25", "17 / 25", "0 / 20", "15 / 30"]

@@ -1,4 +1,4 @@
-"""A check's points follow what it measures (README, "How answers are compared").
+"""A check's points follow what it measures (docs/writing-an-assignment.md, "How answers are compared").
 
 One root cause, one message; but a check whose own property holds earns its points when the
 values are wrong: the shape is kept, the program has no per-element switch, it runs under

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.checks.base import CheckOutcome
+from grader.checks.base import CheckOutcome, not_answered
 from grader.judging.reveal import judged_now, not_judged_yet, revealed
 from grader.spec import AnswerCheck, CustomCheck, NumericCheck
 
@@ -39,8 +39,8 @@ def test_pass_fail_keeps_the_counterexample_for_the_instructor() -> None:
     shown = revealed(outcome, spec)
     assert shown.message == "f(x) should be 2x; look at the brackets above 100,000"  # never how many
     assert shown.counterexample == outcome.message and shown.tally == (2, 12)
-    not_answered = CheckOutcome(status="failed", message="Not answered yet: `f` is not defined.", missing="f")
-    assert revealed(not_answered, spec).message == not_answered.message
+    missing = not_answered("f")
+    assert revealed(missing, spec).message == missing.message == "Not answered yet: `f` is not defined."
     assert revealed(outcome, numeric()) == outcome  # a visible check teaches with the details
 
 

@@ -280,7 +280,7 @@ def test_kernel_death_marks_the_culprit_and_the_rest_are_answered() -> None:
         assert session.restarts == 1
     assert set(got) == {"first", "culprit", "after"}
     assert value_of(got["first"]) == 2
-    assert got["culprit"].status == "crashed"
+    assert got["culprit"].status == "crashed" and got["culprit"].died and not got["first"].died
     assert got["culprit"].detail.startswith("the Python kernel died during this check")
     assert value_of(got["after"]) == 11
     first, second = factory.kernels
@@ -398,6 +398,30 @@ def test_garbage_observations_are_ignored() -> None:
         session.run_student_cells()
         got = session.observe([call("a", "ok", 1)], 5.0)
     assert value_of(got["a"]) == 2
+
+
+def test_a_probe_cannot_claim_that_the_kernel_died() -> None:
+    """Only the grader sees a kernel die (`Observation.died`, which the class page reads): an
+    answer that claims it is the probe's malformed answer."""
+    class Claims(FakeKernel):
+        def run(self, code: str, timeout: float, **kw) -> CellRun:
+            run = super().run(code, timeout, **kw)
+            if probe_requests(code) is None:
+                return run
+            claim = {"id": "a", "status": "crashed", "died": True, "detail": "the Python kernel died"}
+            forged = [{"nonce": probe_nonce(code), "observation": claim}]
+            return run.model_copy(update={"observations": forged})
+
+    class ClaimsFactory(FakeKernelFactory):
+        def __call__(self) -> FakeKernel:
+            kernel = Claims(self)
+            self.kernels.append(kernel)
+            return kernel
+
+    with session_for(submission(STUDENT), ClaimsFactory()) as session:
+        session.run_student_cells()
+        got = session.observe([call("a", "ok", 1)], 5.0)
+    assert got["a"].status == "crashed" and not got["a"].died and "only the grader" in got["a"].detail
 
 
 @pytest.mark.parametrize("interrupt_works", [True, False])

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from grader.batch.executors import Task, error_report, grade_task
 from grader.errors import UsageError
-from grader.faults import classify, one_line, student_reason
+from grader.faults import classify, not_graded, one_line
 from grader.report import Report
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def _outcome(future: Future, task: Task) -> Report:
     except Exception as exc:  # noqa: BLE001 - sorted by the one fault boundary
         if classify(exc) == "grader":
             raise
-        return error_report(task, student_reason(exc))
+        return not_graded(exc, lambda reason: error_report(task, reason))
     return Report.model_validate_json(result) if isinstance(result, (str, bytes)) else result
 
 

@@ -26,8 +26,8 @@ Paths given on the command line are the instructor's: a given folder may be a li
 listed), a given file is read as any submission (so a link is refused).
 
 Student ids go into reports verbatim; the files named after them (`OUT/<name>.json`,
-`OUT/gradescope/<name>/`) use `student_file_stem`, which is safe and distinct for distinct ids,
-case-insensitively too.
+`OUT/gradescope/<name>/`, named in grader/outputs/names.py) use `student_file_stem`, which is
+safe and distinct for distinct ids, case-insensitively too.
 """
 
 from __future__ import annotations
@@ -65,16 +65,6 @@ def student_file_stem(student: str) -> str:
     digest = hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", student)[:STEM_CHARS].lstrip(".-") or "student"
     return f"{slug}~{digest}"
-
-
-def report_file_name(student: str) -> str:
-    """`OUT/<this>`: the student's JSON report, beside index.html."""
-    return student_file_stem(student) + ".json"
-
-
-def feedback_file_name(student: str) -> str:
-    """`OUT/<this>`: the student's feedback page, below index.html."""
-    return f"feedback/{student_file_stem(student)}.html"
 
 
 class Found(BaseModel):

@@ -9,12 +9,12 @@ done; and rebuild every output from the gradebook (`term.outputs`) in one commit
 (`term.staging`), every CHECKPOINT_EVERY reports and at the end, Ctrl-C included, so what was
 done is kept, a rerun resumes, and a crash leaves the last consistent state.
 
-Which assignment (`decide_assignment`): the one given with -a (an id, or a folder of the
-instructor's); else the one that a strict majority of the readable submissions names; else the
-only assignment there is. Without such a majority the batch stops before anything is graded,
-with one line giving the count per assignment and asking for -a; so does a batch that cannot
-tell at all. Every submission is then graded as that assignment
-(modules and notebooks without metadata too): a notebook naming another known assignment gets
+Which assignment (`grader.pipeline.decide_assignment`, where every choice of an assignment is
+made): the one given with -a (an id, or a folder of the instructor's); else the one that a strict
+majority of the readable submissions names; else the only assignment there is. Without such a
+majority the batch stops before anything is graded, with one line giving the count per
+assignment and asking for -a; so does a batch that cannot tell at all. Every submission is then
+graded as that assignment (modules and notebooks without metadata too): a notebook naming another known assignment gets
 an error report naming both ("this notebook says it is for ch2-practice, but this batch grades
 ch2-jit"), one naming anything else (a path, `..`, a non-string, an unknown id) an error report
 saying it is not an assignment here. Nothing a notebook names is ever loaded.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -39,14 +38,16 @@ from grader.assignment_digest import assignment_digest
 from grader.batch.discovery import Discovery, discover
 from grader.batch.executors import Executor, LocalExecutor, SerialExecutor, Task, error_report
 from grader.batch.progress import Progress
-from grader.errors import SubmissionUnreadable, UsageError, WrongAssignment
+from grader.errors import SubmissionUnreadable, UsageError
 from grader.faults import is_internal
 from grader.options import GradeOptions
 from grader.outputs.gradebook import ExportSettings, Gradebook, Stored
+from grader.outputs.names import OutputFolder
 from grader.outputs.rebuild import rebuild
 from grader.outputs.staging import Staging, locked, recover
+from grader.pipeline import decide_assignment, wrong_claim
 from grader.report import Report, environment
-from grader.submission import Peek, claim_text, display_path, peek
+from grader.submission import Peek, display_path, peek
 from grader.term.late import load_policy, load_times
 
 
@@ -87,55 +88,15 @@ def executor_for(jobs: int, scheduler: str | None) -> Executor:
     return LocalExecutor(jobs) if jobs > 1 else SerialExecutor()
 
 
-def decide_assignment(requested: str | None, hints: list[str | None], *, needed: bool = True) -> str | None:
-    """The one assignment a batch grades: -a, else the one that a strict majority of the readable
-    submissions names, else the only assignment there is; otherwise the batch asks for -a.
-
-    `hints` has one entry per readable submission: what its notebook names, or None. A majority,
-    not any claim: one notebook naming another assignment in a class of modules cannot decide
-    what the others are graded as; it gets its own error report. Returns None when nothing is
-    `needed` (no readable submission) and nothing tells.
-    """
-    if requested:
-        return requested
-    known = assignments.available()
-    counts = Counter(h for h in hints if h in known)
-    if counts:
-        top, votes = counts.most_common(1)[0]
-        if 2 * votes > len(hints):
-            return top
-        listed = ", ".join(f"{n} for {a}" for a, n in sorted(counts.items()))
-        unnamed = len(hints) - sum(counts.values())
-        raise UsageError(f"the submissions do not agree on an assignment ({listed}"
-                         + (f", {unnamed} naming none" if unnamed else "") + "): pass -a to say which one this batch grades")
-    if len(known) == 1:
-        return known[0]
-    if not needed:
-        return None
-    raise UsageError("cannot tell which assignment this batch grades (no notebook names one): pass -a"
-                     + (f" ({', '.join(known)})" if known else ""))
-
-
-def _claim_problem(item: Peek, known: list[str], folder: Path | None, batch_id: str | None) -> str | None:
-    """Why a notebook's claim keeps it from being graded in this batch, or None."""
-    hint = item.assignment_hint
-    if hint is None or (batch_id is not None and hint == batch_id):
-        return None
-    if hint not in known:
-        return str(WrongAssignment(item.path, claim_text(hint)))
-    if folder is not None and assignments.resolve(hint).resolve() != folder:
-        return str(WrongAssignment(item.path, hint, batch_id))
-    return None
-
-
 def _as_recorded(found: Discovery, paths: list[Path], out_dir: Path, student: str | None) -> Discovery:
     """One file graded into a batch's folder is a regrade of the student it was graded for
     (`--student`, else the gradebook's student for that path, else the file's stem)."""
     if len(paths) != 1 or len(found.submissions) != 1:
         return found
     item = found.submissions[0]
-    if student is None and (out_dir / "gradebook.sqlite").is_file():
-        with Gradebook(out_dir / "gradebook.sqlite") as book:
+    book_path = OutputFolder(out_dir).gradebook
+    if student is None and book_path.is_file():
+        with Gradebook(book_path) as book:
             student = book.student_at(os.path.abspath(item.path))
     if student is None or student == item.student:
         return found
@@ -219,9 +180,10 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
     known = assignments.available()
     candidates: list[tuple[str, Path, Peek]] = []
     for student, path, item in peeked:
-        why = _claim_problem(item, known, folder, batch_id)
-        if why:
-            failed.append((student, item.path, why))
+        assert folder is not None and batch_id is not None  # an assignment is decided for every peeked item
+        wrong = wrong_claim(item.path, item.assignment_hint, batch_id, folder, known)
+        if wrong is not None:
+            failed.append((student, item.path, str(wrong)))
         else:
             candidates.append((student, path, item))
 

@@ -1,6 +1,6 @@
 """Answer checks: a written answer (a quiz's letter, a number) matches one of the accepted ones.
 
-Answers come in every form the text allows (README, "How answers are compared"): "a list of 8
+Answers come in every form the text allows (docs/writing-an-assignment.md, "How answers are compared"): "a list of 8
 bools" is any sequence of 8 bool-like values. `answer_items` and `bool_like` state that rule once,
 for answer checks and for an assignment's custom checks of answers (the detective's predictions).
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, not_answered, result_of
 from grader.kernel.protocol import Request, ValuesResult
 from grader.spec import AnswerCheck
 from grader.values import Tree, describe, from_wire
@@ -94,7 +94,7 @@ class AnswerCheckImpl:
         value = from_wire(result.values[0])
         found, item = self._item(value)
         if not found or item is None or (isinstance(item, str) and not item.strip()):
-            return CheckOutcome(status="failed", message=f"Not answered yet: `{spec.name}` has no answer {spec.key!r}.")
+            return not_answered(spec.name, defined=True, item=spec.key)
         if any(_matches(item, a) for a in spec.accept):
             return PASSED
         return failed(spec.message, f"answer {spec.key!r} is {describe(item)}")

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from grader.assignment import Assignment
 from grader.kernel.protocol import (
@@ -32,7 +32,7 @@ from grader.kernel.protocol import (
     Value,
     ValueRequest,
 )
-from grader.report import CheckStatus
+from grader.report import CheckStatus, NotAnswered, Reason, check_reason
 from grader.verifier.protocol import Constructs
 
 
@@ -49,7 +49,9 @@ class RaisedKind(BaseModel):
 
 class CheckOutcome(BaseModel):
     """A verdict: `message` is empty when the check passed. `judge_error` is set when the
-    check's own code raised on this answer (kept for the instructor; the student sees `message`)."""
+    check's own code raised on this answer (kept for the instructor; the student sees `message`).
+    `reason`, with the data its sentence is made from, says why when the status alone does not
+    (`grader.report.Reason`); the report's `CheckResult` carries them on."""
 
     status: CheckStatus
     message: str | None = None
@@ -57,15 +59,29 @@ class CheckOutcome(BaseModel):
     counterexample: str | None = Field(default=None, description=(
         "what the student may not see (a hidden input, an expected value): the instructor's report only"))
     tally: tuple[int, int] | None = Field(default=None, description="(calls that failed, calls made)")
-    missing: str | None = Field(default=None, description="the name that is not defined (the verdict is "
-                                "'Not answered yet'), as the probe reported it")
     raised: RaisedKind | None = Field(default=None, description="the student's code raised: what, where")
     cause: Literal["values", "trace", "same_values", "same_trace"] | None = Field(default=None, description=(
         "'values': the function's values disagree with the reference; 'trace': JAX could not trace it; the "
         "later checks of the same function that fail for that reason point here ('same_values', 'same_trace')"))
+    reason: Reason | None = None
+    not_answered: NotAnswered | None = Field(default=None, description=(
+        "with reason 'not_answered': the name not defined or without an answer (as the probe reported it)"))
+    same_as: str | None = Field(default=None, description=(
+        "with reason 'same_cause': the check that shows the root cause"))
+
+    @model_validator(mode="after")
+    def _reason_has_its_data(self) -> CheckOutcome:
+        check_reason(self.reason, self.not_answered, self.same_as)
+        return self
 
 
 PASSED = CheckOutcome(status="passed")
+
+
+def not_answered(name: str, *, item: str | int | None = None, defined: bool = False) -> CheckOutcome:
+    """"Not answered yet": `name` is not defined, or (`defined`) holds no answer `item`."""
+    missing = NotAnswered(name=name, defined=defined, item=item)
+    return CheckOutcome(status="failed", message=missing.message, reason="not_answered", not_answered=missing)
 
 
 # ----------------------------------------------------------------------------- requests as objects
@@ -191,8 +207,7 @@ def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutc
     if obs.status == "ok":
         return None
     if obs.status == "missing":
-        return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.",
-                            missing=obs.detail)
+        return not_answered(str(obs.detail))
     if obs.status == "raised" and obs.raised is not None:
         return CheckOutcome(
             status="error", message=f"{hint}: {subject} raised {obs.raised.ename}: {obs.raised.evalue}",
@@ -200,7 +215,8 @@ def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutc
         )
     if obs.status == "timeout":
         return CheckOutcome(status="timeout", message=f"{hint}: {subject} did not finish ({obs.detail})")
-    return CheckOutcome(status="error", message=f"{hint}: {subject} could not be checked ({obs.detail})")
+    return CheckOutcome(status="error", message=f"{hint}: {subject} could not be checked ({obs.detail})",
+                        reason="kernel_died" if obs.died else None)
 
 
 R = TypeVar("R")

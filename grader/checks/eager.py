@@ -7,7 +7,7 @@ a Python loop (one call per step) from a `lax.fori_loop` (its body traced once).
 only a call shows: `same_object` passes one object for several arguments, as the chapter's cell
 passes `_w0 = _b0 = jnp.float32(0.0)` as both w and b (a function that donates both buffers
 cannot be called that way). The values and counts are the student's process's claims: they can
-only be about the student's own function (SECURITY.md, "Where values come from").
+only be about the student's own function (docs/security.md, "Where values come from").
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from grader.checks.base import (
     RaisedKind,
     RunOutcome,
     Seen,
+    not_answered,
     result_of,
 )
 from grader.errors import AssignmentBug
@@ -130,14 +131,14 @@ class ProgramCalls:
                 return CheckOutcome(status="error", message=f"{hint}: the grader got no answer about "
                                                             f"`{self.function}` (no program)")
             if obs.status == "missing":
-                return CheckOutcome(status="failed", message=f"Not answered yet: `{obs.detail}` is not defined.",
-                                    missing=obs.detail)
+                return not_answered(str(obs.detail))
             if obs.status == "raised" and obs.raised is not None:
                 return could_not_trace(self.function, obs.raised, hint)
             if obs.status != "ok":
                 status = "timeout" if obs.status == "timeout" else "error"
                 return CheckOutcome(status=status, message=f"{hint}: tracing `{self.function}` did not finish "
-                                                           f"({obs.detail})")
+                                                           f"({obs.detail})",
+                                    reason="kernel_died" if obs.died else None)
             if not isinstance(obs.result, ExportResult):
                 return CheckOutcome(status="error", message=f"{hint}: the probe's program for `{self.function}` "
                                                             "was unreadable")

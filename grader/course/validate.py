@@ -465,8 +465,7 @@ class _Validator:
     def _check_template(self, item: _Item, report: Report) -> None:
         if not self._graded(item, report):
             return
-        answered = [e.id for e in report.exercises
-                    if not all((c.message or "").startswith("Not answered yet") for c in e.checks)]
+        answered = [e.id for e in report.exercises if not all(c.reason == "not_answered" for c in e.checks)]
         ok = report.score == 0 and not answered
         detail = f"{report.score:g}/{report.max_score:g}"
         if answered:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
+from grader.atomic import atomic_file
 from grader.errors import GraderError, UsageError
 
 DISTRIBUTION = "jax-course-grader"
@@ -139,11 +140,9 @@ def build_bundle(assignment: str, out_zip: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="gradescope-bundle-") as tmp:
         files = bundle_files(loaded, build_wheel(Path(tmp)))
     out_zip.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_zip.with_name(out_zip.name + ".tmp")
-    with zipfile.ZipFile(partial, "w") as archive:
+    with atomic_file(out_zip) as file, zipfile.ZipFile(file, "w") as archive:
         for name, (data, mode) in files.items():
             archive.writestr(_entry(name, mode), data)
-    partial.replace(out_zip)
     return out_zip
 
 

@@ -51,8 +51,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grader.atomic import write_atomic
 from grader.errors import GraderError
 from grader.inert import name, terminal, text
+from grader.outputs.names import GRADESCOPE_RESULTS
 from grader.report import Isolation, Report
 
 ROOT_ENV = "GRADESCOPE_ROOT"
@@ -126,7 +128,7 @@ class Layout(BaseModel):
 
     @property
     def results(self) -> Path:
-        return self.root / "results" / "results.json"
+        return self.root / "results" / GRADESCOPE_RESULTS
 
 
 # ------------------------------------------------------------------ the assignment and the file
@@ -136,13 +138,15 @@ def bundled_assignment(layout: Layout) -> str:
     """The id of the one assignment the bundle holds, made the grader's assignments folder (so a
     notebook's `grader.assignment` is checked against it, and nothing else can be loaded)."""
     from grader import assignment as assignments
+    from grader.pipeline import only_assignment
 
     os.environ[ASSIGNMENTS_ENV] = str(layout.assignments)
     found = assignments.available()
-    if len(found) != 1:
+    only_one = only_assignment(found)
+    if only_one is None:
         raise GraderError(f"the bundle should hold one assignment in {layout.assignments}, and it holds "
                           f"{len(found)}: rebuild it with `grade gradescope-bundle`")
-    return found[0]
+    return only_one
 
 
 def _skipped(entry: str) -> bool:
@@ -262,9 +266,7 @@ def fault_results() -> GradescopeResults:
 def write_results(results: GradescopeResults, path: Path) -> None:
     """Atomically: Gradescope never reads half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(results.model_dump_json(indent=2, exclude_none=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, results.model_dump_json(indent=2, exclude_none=True) + "\n")
 
 
 def run(layout: Layout) -> GradescopeResults:

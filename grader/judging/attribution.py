@@ -2,9 +2,10 @@
 
 A cell that raised (or hung, or killed the kernel) defines nothing, so every check of the
 exercise whose names it held says "`X` is not defined", which hides the real cause. This finds,
-for each such name, the failed cell that assigns or defines it, and says so in those checks'
-messages, with the cell, the line and the error; an ImportError also lists the packages the
-grading kernel has. The cell problem is then marked with its exercise, so it is told once.
+for each such name (a check's `not_answered`), the failed cell that assigns or defines it, and
+says so in those checks (`not_answered.because`, and the message made from it), with the cell,
+the line and the error; an ImportError also lists the packages the grading kernel has. The cell
+problem is then marked with its exercise, so it is told once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from importlib import metadata
 from grader.report import CellProblem, ExerciseResult
 from grader.submission import SourceCell
 
-_NOT_DEFINED = re.compile(r"^Not answered yet: `(?P<name>[A-Za-z_][A-Za-z0-9_]*)` is not defined\.$")
 _DEFINES = re.compile(r"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
 COURSE_PACKAGES = ("jax", "jaxlib", "numpy", "scipy", "matplotlib", "pandas", "optax", "flax", "equinox", "chex")
 
@@ -76,11 +76,13 @@ def attribute(exercises: list[ExerciseResult], cells: list[SourceCell],
     for exercise in exercises:
         checks = []
         for check in exercise.checks:
-            match = _NOT_DEFINED.match(check.message or "")
-            problem = definers.get(match["name"]) if match else None
-            if problem is not None:
+            missing = check.not_answered  # a name not defined, whose cause is not told yet
+            untold = missing is not None and not missing.defined and missing.because is None
+            problem = definers.get(missing.name) if missing is not None and untold else None
+            if missing is not None and problem is not None:
                 told.setdefault(problem.cell, exercise.id)
-                check = check.model_copy(update={"message": f"{check.message[:-1]}, because {_cause(problem)}"})
+                missing = missing.model_copy(update={"because": _cause(problem)})
+                check = check.model_copy(update={"message": missing.message, "not_answered": missing})
             checks.append(check)
         out.append(exercise.model_copy(update={"checks": checks}))
     marked = [p.model_copy(update={"exercise": told[p.cell]}) if p.cell in told else p for p in problems]

@@ -30,7 +30,6 @@ from grader.report import CHECKED_ON_HAND_IN
 from grader.spec import CheckSpec
 
 Stage = Literal["hand_in", "self_check"]
-NOT_ANSWERED = "Not answered yet"
 
 # exception classes a pass_fail message may name: a class of the student's own can be named after a value
 _NAMED_ERRORS = frozenset(name for name, value in vars(builtins).items()
@@ -46,8 +45,12 @@ def revealed(outcome: CheckOutcome, spec: CheckSpec) -> CheckOutcome:
     """The outcome as a student may see it (the counterexample kept aside for the instructor)."""
     if spec.revealed != "pass_fail" or outcome.status == "passed":
         return outcome
-    if outcome.cause in ("same_values", "same_trace"):
+    if outcome.reason == "same_cause":
         return outcome  # the grader's sentence naming another check (`judging.same_cause`); it kept the text
+    if outcome.not_answered is not None:  # the name the student sees is one the spec gives
+        missing = outcome.not_answered.model_copy(update={"name": _named(outcome.not_answered.name, spec)})
+        return outcome.model_copy(update={"message": missing.message, "not_answered": missing,
+                                          "counterexample": _instructor_text(outcome)})
     message = _pass_fail_message(outcome, spec)
     return outcome.model_copy(update={"message": message, "counterexample": _instructor_text(outcome)})
 
@@ -67,10 +70,8 @@ def _instructor_text(outcome: CheckOutcome) -> str | None:
 def _pass_fail_message(outcome: CheckOutcome, spec: CheckSpec) -> str:
     """A failure in the spec's words: what kind of failure, never which input, value or how many."""
     inputs = "a hidden input" if spec.hidden else "one of its inputs"
-    if outcome.status == "skipped" and outcome.message == CHECKED_ON_HAND_IN:
+    if outcome.reason == "on_hand_in":
         return CHECKED_ON_HAND_IN
-    if outcome.missing is not None:
-        return f"{NOT_ANSWERED}: `{_named(outcome.missing, spec)}` is not defined."
     if outcome.raised is not None:
         return _raised(outcome.raised, outcome.cause == "trace", spec, inputs)
     if outcome.status == "timeout":
@@ -102,4 +103,4 @@ def _named(name: str, spec: CheckSpec) -> str:
 
 
 def not_judged_yet(spec: CheckSpec) -> CheckOutcome:
-    return CheckOutcome(status="skipped", message=CHECKED_ON_HAND_IN)
+    return CheckOutcome(status="skipped", reason="on_hand_in", message=CHECKED_ON_HAND_IN)

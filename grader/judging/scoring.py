@@ -24,6 +24,9 @@ def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome,
         requirements=sentences,
         judge_error=outcome.judge_error,
         tally=Tally(failed=outcome.tally[0], calls=outcome.tally[1]) if outcome.tally else None,
+        reason=outcome.reason,
+        not_answered=outcome.not_answered,
+        same_as=outcome.same_as,
     )
 
 

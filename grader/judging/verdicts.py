@@ -47,7 +47,8 @@ def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcom
     else:
         message, cause = f"same tracing error as {root}; this check of {spec.title!r} is judged once it traces", \
             "same_trace"
-    return outcome.model_copy(update={"message": message, "cause": cause,
+    return outcome.model_copy(update={"message": message, "cause": cause, "reason": "same_cause",
+                                      "same_as": root,
                                       "counterexample": outcome.counterexample or outcome.message})
 
 

@@ -1,17 +1,18 @@
 """One fresh Jupyter kernel for one submission: start it, run cells with deadlines, kill it.
 
-This is the only module that knows nbclient, and with grader.kernel.wire (which reads the kernel's
-messages for it) the only one that knows jupyter_client. Their timeouts and dead-kernel errors
-become a `CellRun` status here, so the rest of the grader sees plain results. Outputs are
-not kept except errors and the probe's observations: a student cell that prints 50 MB costs
-nothing but its own time, and stale or fake output can never reach a verdict.
+This is the only module that knows nbclient, and with grader.kernel.messages and
+grader.kernel.zmtp (which read the kernel's messages for it) the only one that knows
+jupyter_client. Their timeouts and dead-kernel errors become a `CellRun` status here, so the rest
+of the grader sees plain results. Outputs are not kept except errors and the probe's observations:
+a student cell that prints 50 MB costs nothing but its own time, and stale or fake output can
+never reach a verdict.
 
-Every message is read through `grader.kernel.wire` (bounded sockets, a strict Session): output that is
-not kept is dropped before it is parsed, and a message the grader cannot authenticate or parse
-ends the cell as if the kernel had died (`CellRun.status == "died"`, the reason in `evalue`),
-and the kernel is killed. Ctrl-C (KeyboardInterrupt) during a cell kills the kernel and
-propagates at once; the kernel runs in its own session, so the terminal's Ctrl-C reaches only
-the grader.
+Every message is read through `grader.kernel.zmtp` (bounded sockets) and `grader.kernel.messages`
+(a strict Session): output that is not kept is dropped before it is parsed, and a message the
+grader cannot authenticate or parse ends the cell as if the kernel had died
+(`CellRun.status == "died"`, the reason in `evalue`), and the kernel is killed. Ctrl-C
+(KeyboardInterrupt) during a cell kills the kernel and propagates at once; the kernel runs in its
+own session, so the terminal's Ctrl-C reaches only the grader.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from pydantic import BaseModel, Field
 from grader import interrupts
 from grader.errors import KernelStartFailed
 from grader.kernel.launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel, kernel_command, scratch_directory
+from grader.kernel.messages import DROPPED, GraderSession, MessageRejected
 from grader.kernel.protocol import MIME_TYPE
-from grader.kernel.wire import DROPPED, BoundedSockets, GraderSession, MessageRejected, bounded_context
+from grader.kernel.zmtp import BoundedSockets, bounded_context
 from grader.sandbox import lifetime
 from grader.sandbox.layers import Sandbox, SandboxPolicy, available
 from grader.sandbox.starvation import CpuMeter, starved_window
@@ -70,7 +72,7 @@ def _client_class() -> type:
 
     class QuietClient(NotebookClient):
         """Keeps only the first error output and the probe's observations. Messages come checked
-        and cut down by grader.kernel.wire; the ones it dropped unparsed are ignored here."""
+        and cut down by grader.kernel.messages; the ones it dropped unparsed are ignored here."""
 
         rejected: MessageRejected | None = None  # why the current cell's kernel is to be killed
 
@@ -252,7 +254,7 @@ def _code_cell(source: str) -> Any:
 
 class _SandboxedKernelManager(BoundedSockets, AsyncKernelManager):
     """Starts the kernel command inside the sandbox's layers, or forks it from a kernel server
-    (grader/kernel/server.py); talks to it through grader.kernel.wire."""
+    (grader/kernel/server.py); talks to it through grader.kernel.zmtp."""
 
     sandbox: Sandbox | None = None
     server: Any = None  # a KernelServer: the kernel is forked, not started by a command
@@ -340,7 +342,7 @@ class Kernel:
             self.scratch = self._server.scratch
         km = _SandboxedKernelManager(
             kernel_name=self._kernel_name, transport="ipc", ip=str(self.scratch / "kernel-ipc"),
-            client_class="grader.kernel.wire.GraderClient",
+            client_class="grader.kernel.zmtp.GraderClient",
         )
         km.connection_file = str(self.scratch / "connection.json")  # never in a shared runtime dir
         self._km = km

@@ -17,9 +17,9 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from grader import runtime_paths
 from grader.sandbox import lifetime
 from grader.sandbox.layers import Sandbox, SandboxPolicy, detect, launch_environment
 
@@ -31,20 +31,13 @@ KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=
 WARM_ARGS = ["--IPKernelApp.exec_lines=__import__('jax.numpy')"]
 DEFAULT_KERNEL = "python3"  # the kernel this module can start: ipykernel with this interpreter
 
-SOCKET_PATH_MAX = 107
-"""Bytes of a unix socket path (sun_path, less its NUL); the kernel's ipc sockets live in its
-scratch directory as `kernel-ipc-<port>`."""
 CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
 def scratch_directory() -> Path:
-    """A fresh scratch directory under TMPDIR (any writable directory: SLURM and CI runners set
-    it), or under /tmp where TMPDIR's path is too long for the kernel's ipc sockets."""
-    longest = len("/grade-4194304-12345678/kernel-ipc-65535")
-    base = tempfile.gettempdir()
-    if len(os.fsencode(base)) + longest > SOCKET_PATH_MAX:
-        base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-", dir=base))  # sandbox.sweep finds it by pid
+    """A kernel's fresh scratch directory (grader/runtime_paths.py), with room for its ipc sockets,
+    which live in it as `kernel-ipc-<port>`."""
+    return runtime_paths.scratch_directory(socket_room=len("/grade-4194304-12345678/kernel-ipc-65535"))
 
 
 KERNEL_MAIN = """\

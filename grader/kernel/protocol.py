@@ -426,3 +426,5 @@ class Observation(_Wire):
     result: Result | None = None
     raised: Raised | None = None
     detail: Text | None = Field(default=None, description="what went wrong, for timeout/crashed")
+    died: bool = Field(default=False, description="crashed because the Python kernel died while answering it "
+                       "(the grader's to say: a probe's answer that claims it is rejected)")

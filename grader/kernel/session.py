@@ -54,7 +54,7 @@ def probe_code(requests: list[Request], nonce: str = "", probe_path: Path = PROB
     The probe wraps each observation with `nonce`, fresh for each probe cell, so output that a
     thread of the student's earlier cells prints in the shape of an observation is not taken for
     one. (Code that the probe itself calls can still read the nonce: what it reports about itself
-    is a claim, which SECURITY.md says.)
+    is a claim, which docs/security.md says.)
     """
     payload = json.dumps([r.model_dump(mode="json") for r in requests])
     path = str(probe_path)
@@ -78,7 +78,9 @@ def _runs(request: Request) -> bool:
 
 def _wrong_answer(request: Request, obs: Observation) -> str | None:
     """Why an observation cannot be the answer to its request (only a tampered probe sends one):
-    a result of another kind, or not one value per call."""
+    a result of another kind, or not one value per call, or a kernel death only the grader can see."""
+    if obs.died:
+        return "a kernel death, which only the grader reports"
     if obs.status != "ok":
         return None
     expected = {"lookup": "lookup", "value": "value", "call": "call", "trace": "trace",
@@ -303,7 +305,7 @@ class Session:
                 if target:
                     self._hung[target] = (detail, not _runs(culprit))
             else:
-                results[culprit.id] = Observation(id=culprit.id, status="crashed",
+                results[culprit.id] = Observation(id=culprit.id, status="crashed", died=True,
                                                   detail=_capped(f"the Python kernel died during this check "
                                                                  f"({run.evalue or 'no reason given'})"))
         return results

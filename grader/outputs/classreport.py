@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from grader.atomic import write_atomic
 from grader.outputs.classpage.page import feedback_file, render_html, report_file
 from grader.outputs.classpage.summary import BINS, ClassSummary, bin_index, summarize
+from grader.outputs.names import OutputFolder
 from grader.report import Report
 from grader.term.models import SimilarGroup
 
@@ -56,10 +58,7 @@ def write_class_report(reports: dict[str, Report], out_dir: Path, *,
     """
     summary = summarize(reports, not_graded, groups)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "index.html"
-    tmp = target.with_name(target.name + ".tmp")
+    target = OutputFolder(out_dir).class_page
     page = render_html(summary, _assignment_title(summary.assignments), report_file=report_file,
                        feedback_file=feedback_file)
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(target)
-    return target
+    return write_atomic(target, page)

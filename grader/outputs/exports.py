@@ -15,6 +15,7 @@ import csv
 import json
 from pathlib import Path
 
+from grader.atomic import atomic_file
 from grader.inert import csv_cell, text
 from grader.report import Report
 
@@ -46,8 +47,7 @@ def write_summary_csv(reports: dict[str, Report], path: Path) -> Path:
         for e in report.exercises:
             if e.id not in exercises:
                 exercises.append(e.id)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
+    with atomic_file(path, text=True, newline="") as f:
         writer = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC)
         header = ["student", "assignment", "status", "score", "max_score", *exercises,
                   "late_penalty", "adjustment", "final_score", "error"]
@@ -60,7 +60,6 @@ def write_summary_csv(reports: dict[str, Report], path: Path) -> Path:
                                     _Number(r.late.points) if r.late else "",
                                     _Number(sum(a.points for a in r.adjustments)) if r.adjustments else "",
                                     _Number(r.final), r.error or ""]))
-    tmp.replace(path)
     return path
 
 
@@ -101,12 +100,10 @@ def gradescope_results(report: Report) -> dict:
 def write_gradescope(reports: dict[str, Report], out_dir: Path) -> Path:
     """OUT/gradescope/<student>/results.json for every student (<student>: discovery's
     student_file_stem, a safe folder name distinct per id; the id itself is inside)."""
-    from grader.batch.discovery import student_file_stem
+    from grader.outputs.names import OutputFolder, gradescope_results_name
 
-    root = out_dir / "gradescope"
     for student, report in reports.items():
-        folder = root / student_file_stem(student)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps(gradescope_results(report), indent=2) + "\n",
-                                             encoding="utf-8")
-    return root
+        path = out_dir / gradescope_results_name(student)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(gradescope_results(report), indent=2) + "\n", encoding="utf-8")
+    return OutputFolder(out_dir).gradescope

@@ -13,16 +13,23 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from grader.batch.discovery import feedback_file_name, report_file_name
 from grader.errors import GraderError
 from grader.outputs.gradebook import ExportSettings, Gradebook
+from grader.outputs.names import (
+    CANVAS_CSV,
+    MOODLE_CSV,
+    SUMMARY_CSV,
+    OutputFolder,
+    feedback_file_name,
+    report_file_name,
+)
 from grader.outputs.staging import Staging
 from grader.report import Report
 from grader.term.final import finalize
 from grader.term.late import load_policy, load_times
-from grader.term.lms import CANVAS_FILE, MOODLE_FILE, CanvasFill, fill_canvas, write_moodle
+from grader.term.lms import CanvasFill, fill_canvas, write_moodle
 
-__all__ = ["CANVAS_FILE", "MOODLE_FILE", "Rebuilt", "rebuild", "update"]
+__all__ = ["Rebuilt", "rebuild", "update"]
 
 
 class Rebuilt(BaseModel):
@@ -72,11 +79,11 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
     for student, report in reports.items():
         json_changed = stage.write_if_changed(report_file_name(student),
                                               (report.model_dump_json(indent=2) + "\n").encode("utf-8"))
-        if json_changed or student in changed or not (out_dir / feedback_file_name(student)).is_file():
+        if json_changed or student in changed or not OutputFolder(out_dir).feedback(student).is_file():
             stage.write_if_changed(feedback_file_name(student), _feedback(report))
     groups = similar_groups(reports)
     record_groups(gradebook.connection, groups)
-    write_summary_csv(reports, stage.path("summary.csv"))
+    write_summary_csv(reports, stage.path(SUMMARY_CSV))
     write_class_report(reports, stage.root, report_file=report_file_name, groups=groups,
                        feedback_file=feedback_file_name)
     if settings.gradescope:
@@ -84,10 +91,10 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
     rebuilt = Rebuilt(reports=reports)
     try:  # an LMS export whose input went missing must not cost the batch its grades
         if settings.canvas_roster:
-            rebuilt.canvas = fill_canvas(Path(settings.canvas_roster), reports, stage.path(CANVAS_FILE),
+            rebuilt.canvas = fill_canvas(Path(settings.canvas_roster), reports, stage.path(CANVAS_CSV),
                                          column=settings.canvas_column)
         if settings.moodle:
-            write_moodle(reports, stage.path(MOODLE_FILE))
+            write_moodle(reports, stage.path(MOODLE_CSV))
     except GraderError as exc:
         rebuilt.warnings.append(f"the LMS export was not updated: {exc}")
     if not rebuilt.warnings:  # a setting that failed is not kept: the next rebuild uses the last good one

@@ -30,12 +30,10 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+from grader.atomic import TEMPORARY_SUFFIX, atomic_file
 from grader.errors import UsageError
+from grader.outputs.names import GRADEBOOK, LOCK, MANIFEST, STAGING
 
-STAGING = ".staging"
-MANIFEST = "COMMIT"
-GRADEBOOK = "gradebook.sqlite"
-LOCK = ".lock"
 _held: dict[Path, int] = {}  # out folder -> how many `locked` blocks of this process hold it
 
 
@@ -86,7 +84,7 @@ def _apply(out_dir: Path) -> None:
         source, target = root / line, out_dir / line
         if source.is_file():  # moved already by the commit a crash interrupted
             target.parent.mkdir(parents=True, exist_ok=True)
-            source.replace(target)
+            os.replace(source, target)  # a move, not a write: the bytes were written and synced
     (root / MANIFEST).unlink()
     shutil.rmtree(root, ignore_errors=True)
 
@@ -139,13 +137,9 @@ class Staging:
     def commit(self) -> None:
         """Publish every staged file (the gradebook's connections must be closed by now)."""
         files = sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-                       if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp"))
-        manifest = self.root / (MANIFEST + ".tmp")
-        with manifest.open("w", encoding="utf-8") as f:
+                       if p.is_file() and p.name != MANIFEST and not p.name.endswith(TEMPORARY_SUFFIX))
+        with atomic_file(self.root / MANIFEST, text=True) as f:
             f.write("".join(line + "\n" for line in files))
-            f.flush()
-            os.fsync(f.fileno())
-        manifest.replace(self.root / MANIFEST)
         try:
             _apply(self.out_dir)
         finally:

@@ -38,6 +38,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.atomic import write_atomic
+from grader.runtime_paths import cache_dir
+
 if TYPE_CHECKING:
     from grader.assignment import Assignment
     from grader.sandbox.layers import SandboxPolicy
@@ -82,8 +85,7 @@ def store() -> Path | None:
     if setting:
         root = Path(setting)
     else:
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(cache) / "jax-course-grader" / "executables"  # beside the detective's truth
+        root = cache_dir() / "executables"  # beside the detective's truth
     path = (root / _platform_tag()).absolute()
     try:
         for directory in (path, path / BUILT, path / SUMS):
@@ -172,10 +174,7 @@ def adopt(compiled: Path, path: Path) -> int:
             continue
         for target, content in ((path / SUMS / name, hashlib.sha256(data).hexdigest().encode()),
                                 (path / name, data)):  # the sum first: an entry never lacks one
-            partial = target.with_name(f".{name}.{os.getpid()}.partial")
-            partial.write_bytes(content)
-            os.chmod(partial, 0o644)
-            os.replace(partial, target)
+            write_atomic(target, content, mode=0o644)
         added += 1
     return added
 

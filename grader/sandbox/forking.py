@@ -49,12 +49,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from grader import runtime_paths
 from grader.errors import KernelError
 from grader.sandbox import lifetime
 from grader.sandbox.layers import (
@@ -293,7 +293,7 @@ class ForkServer:
         self.policy = policy
         self.name = name
         self.boot_timeout = boot_timeout
-        self._make_scratch = scratch or (lambda: Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-{name}-")))
+        self._make_scratch = scratch or (lambda: runtime_paths.scratch_directory(name))
         self.starts = 0  # servers started (more than one: a child or a fault ended one)
         self.forks = 0
         self.ready_info: dict = {}

@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.atomic import write_atomic
 from grader.kernel import INSIDE as KERNEL_INSIDE  # each inside/ is defined once, beside its wing
+from grader.runtime_paths import scratch_tag
 from grader.sandbox import seccomp
 from grader.verifier import INSIDE as VERIFIER_INSIDE
 
@@ -193,10 +195,8 @@ def _host_refusals() -> HostRefusals:
     except (OSError, ValueError, KeyError, AttributeError):
         pass
     found = HostRefusals(bwrap=_bwrap_refused(), mount=_mount_refused())
-    partial = record.with_name(f".{record.name}.{os.getpid()}")
     try:
-        partial.write_text(json.dumps({"key": key, "bwrap": found.bwrap, "mount": found.mount}))
-        os.replace(partial, record)
+        write_atomic(record, json.dumps({"key": key, "bwrap": found.bwrap, "mount": found.mount}))
     except OSError:
         pass
     return found
@@ -707,7 +707,7 @@ def sweep(pid: int) -> int:
         mounts = []
     for line in mounts:
         fields = line.split()
-        if len(fields) > 1 and Path(fields[1]).name.startswith(f"grade-{pid}-"):
+        if len(fields) > 1 and Path(fields[1]).name.startswith(scratch_tag(pid)):
             subprocess.run(["umount", "-l", fields[1]], capture_output=True)
             removed += 1
     return removed

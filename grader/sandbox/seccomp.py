@@ -45,6 +45,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.atomic import write_atomic
+
 # ------------------------------------------------------------------ kernel ABI constants
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}  # EM_* | __AUDIT_ARCH_64BIT | _LE
@@ -457,11 +459,7 @@ def filter_file(*, shared_futexes: bool = False, local_sockets_only: bool = Fals
     directory = private_directory()
     path = directory / f"{arch}-{hashlib.sha256(code).hexdigest()[:16]}.bpf"
     if not _holds(path, code):
-        partial = directory / f".{path.name}.{os.getpid()}"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o400)
-        with os.fdopen(fd, "wb") as f:
-            f.write(code)
-        os.replace(partial, path)
+        write_atomic(path, code, mode=0o400)
     _written[kind] = path
     return path
 

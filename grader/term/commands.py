@@ -17,11 +17,12 @@ from pathlib import Path
 
 from grader.errors import UsageError
 from grader.inert import PATH_LIMIT, terminal
+from grader.outputs import names
 from grader.report import Adjustment
 
 
 def _book(out_dir: Path) -> Path:
-    book = out_dir / "gradebook.sqlite"
+    book = names.OutputFolder(out_dir).gradebook
     if not book.is_file():
         raise UsageError(f"{book} does not exist: pass the -o folder of an earlier batch")
     return book
@@ -77,7 +78,8 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
     p = parser(prog="grade export", description="Rebuild a batch's outputs from its gradebook, without grading, "
                "and add exports: they are kept up to date by every later regrade and adjustment.")
     p.add_argument("outdir", type=Path, help="the -o folder of an earlier batch")
-    p.add_argument("--gradescope", action="store_true", help="gradescope/<student>/results.json")
+    p.add_argument("--gradescope", action="store_true",
+                   help=f"{names.GRADESCOPE}/<student>/{names.GRADESCOPE_RESULTS}")
     p.add_argument("--canvas", type=Path, metavar="ROSTER.csv",
                    help="fill this batch's column of a Canvas gradebook export (writes OUTDIR/canvas.csv)")
     p.add_argument("--canvas-column", metavar="COLUMN", help="the Canvas column to fill (default: found by id)")
@@ -89,9 +91,10 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
     if args.canvas is not None and not args.canvas.is_file():
         raise UsageError(f"{args.canvas} does not exist: pass the CSV that Canvas's Grades > Export wrote")
     from grader.outputs.gradebook import ExportSettings
-    from grader.outputs.rebuild import CANVAS_FILE, MOODLE_FILE, update
+    from grader.outputs.rebuild import update
 
-    if args.canvas is not None and args.canvas.resolve() == (args.outdir / CANVAS_FILE).resolve():
+    folder = names.OutputFolder(args.outdir)
+    if args.canvas is not None and args.canvas.resolve() == folder.canvas_csv.resolve():
         raise UsageError(f"{args.canvas} is what this export writes: pass the CSV Canvas exported, kept elsewhere")
 
     wanted = ExportSettings(gradescope=args.gradescope,
@@ -102,9 +105,9 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
         raise UsageError(rebuilt.warnings[0])
     if rebuilt.canvas is not None:
         for line in rebuilt.canvas.describe():
-            print(line.replace(str(args.outdir / ".staging"), str(args.outdir)))
-    shown = ["summary.csv", "index.html"] + (["gradescope/"] if args.gradescope else []) \
-        + ([CANVAS_FILE] if args.canvas else []) + ([MOODLE_FILE] if args.moodle else [])
-    for name in shown:
-        print(terminal(args.outdir / name, PATH_LIMIT))
+            print(line.replace(str(folder.staging), str(args.outdir)))
+    shown = [folder.summary_csv, folder.class_page] + ([folder.gradescope] if args.gradescope else []) \
+        + ([folder.canvas_csv] if args.canvas else []) + ([folder.moodle_csv] if args.moodle else [])
+    for path in shown:
+        print(terminal(path, PATH_LIMIT))
     return 0

@@ -25,9 +25,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from grader.errors import UsageError
+from grader.outputs.names import OutputFolder
 from grader.report import LatePenalty
 
-POLICY_FILE = "late.toml"
 GRACE_LIMIT_MINUTES = 60 * 24 * 366  # a year: more is not a grace period
 TIMES_COLUMNS = ("student", "submitted_at")
 TIMES_LIMIT_BYTES = 16 * 2**20
@@ -85,7 +85,7 @@ class LatePolicy(BaseModel):
 
 def load_policy(out_dir: Path) -> LatePolicy | None:
     """OUT/late.toml, or None when the batch has no late policy; a bad file is one sentence."""
-    path = out_dir / POLICY_FILE
+    path = OutputFolder(out_dir).late_policy
     if not path.is_file():
         return None
     import tomllib

@@ -52,11 +52,9 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from grader import inert
+from grader.atomic import write_atomic
 from grader.errors import UsageError
 from grader.report import Report
-
-CANVAS_FILE = "canvas.csv"  # OUT/canvas.csv: the filled copy of the Canvas export
-MOODLE_FILE = "moodle.csv"  # OUT/moodle.csv: Moodle's grade import
 
 _BOM = "\ufeff"
 _ASSIGNMENT_HEADER = re.compile(r"\A(?P<title>.*)\s+\((?P<id>\d+)\)\Z", re.DOTALL)  # Canvas's title_and_id
@@ -261,16 +259,6 @@ def _read_sheet(path: Path) -> _Sheet:
     width = {d: len(r[0].values) if r else 0 for d, r in parsed.items()}
     delimiter = max(width, key=lambda d: (width[d], d == ","))  # `;` only if it gives more cells
     return _Sheet(text, bom, delimiter, parsed[delimiter])
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write to PATH.tmp, then rename: a reader (or Canvas) never gets half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- the export's layout
@@ -543,7 +531,7 @@ def fill_canvas(roster: Path, reports: dict[str, Report], out: Path, *,
     scaling = _scaling(_max_score(reports), points)
     matched, shared, unmatched = _match(sorted(reports), layout.students)
     plan = _plan(sheet, layout, target, reports, matched, shared, scaling)
-    _atomic_write(out, sheet.render(plan.cells))
+    write_atomic(out, sheet.render(plan.cells))  # Canvas never gets half a file
     return CanvasFill(out=out, column=layout.header[target], assignment=assignment, points_possible=points,
                       scaling=scaling, matched=len(matched), filled=len(plan.cells),
                       replaced=sorted(plan.replaced), unmatched=sorted(unmatched, key=lambda u: u.student),
@@ -613,5 +601,5 @@ def write_moodle(reports: dict[str, Report], out: Path, *, identifier: MoodleIde
         if feedback:
             row.append(inert.csv_cell(moodle_feedback(report)))
         writer.writerow(row)
-    _atomic_write(out, buffer.getvalue().encode("utf-8"))
+    write_atomic(out, buffer.getvalue().encode("utf-8"))
     return out

@@ -37,7 +37,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from typing import Self
 
 
+from grader import runtime_paths
 from grader.errors import KernelError, MachineOverloaded
 from grader.sandbox import lifetime
 from grader.sandbox.layers import (
@@ -164,7 +164,7 @@ def _write_all(fd: int, data: bytes, deadline: float) -> None:
 
 
 def _scratch_directory() -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-verify-"))  # sandbox.sweep finds it by pid
+    return runtime_paths.scratch_directory("verify")
 
 
 def runtime_command() -> list[str]:

@@ -6,8 +6,8 @@
   printing them; returning Python floats and ints instead of arrays. None of them can be traced
   by jax.jit, and none needs to be.
 - An answer value that is a list of bools (`predictions`): a NumPy bool array, a tuple, and the
-  integers 0 and 1 ("a list of 8 bools" is any sequence of 8 bool-like values: README, "How
-  answers are compared").
+  integers 0 and 1 ("a list of 8 bools" is any sequence of 8 bool-like values: docs/writing-an-assignment.md,
+  "How answers are compared").
 """
 
 from __future__ import annotations

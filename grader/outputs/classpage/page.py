@@ -42,7 +42,7 @@ def report_file(student: str) -> str:
 
 def feedback_file(student: str) -> str:
     """The student's feedback page below index.html, as a batch writes it."""
-    from grader.batch.discovery import feedback_file_name
+    from grader.outputs.names import feedback_file_name
 
     return feedback_file_name(student)
 

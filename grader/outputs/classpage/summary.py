@@ -5,12 +5,12 @@ Three decisions the page's readers rely on:
 
 - **Not graded** (`StudentRow.status == "error"`) is a report in error, a student with no report
   at all (`not_graded`: student -> reason), and a submission that killed its kernel (a cell problem
-  `died`, or a check whose message says the kernel died). The last keeps the score its report has
+  `died`, or a check whose reason is `kernel_died`). The last keeps the score its report has
   (the grader carried on in a fresh kernel) but is not shown as "graded": its score is partial.
 - **Answered**: a student answered an exercise when their report was graded and at least one of
-  its checks is neither `skipped` nor a "Not answered yet" verdict (the grader's message when a
-  name the exercise asks for is not defined, `grader.judging.reveal.NOT_ANSWERED`). Pass rates are among
-  the students who answered, so blank submissions do not make a check look hard.
+  its checks is neither `skipped` nor a "Not answered yet" verdict (reason `not_answered`: a name
+  the exercise asks for is not defined, or holds no answer). Pass rates are among the students who
+  answered, so blank submissions do not make a check look hard.
 - **Scores** on the page are `Report.final` (after the late penalty and adjustments: what goes to
   the gradebook); the raw score is kept beside it. Exercise scores are raw (adjustments are not
   per exercise).
@@ -18,7 +18,6 @@ Three decisions the page's readers rely on:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from statistics import median
@@ -30,9 +29,6 @@ from grader.report import Adjustment, CellProblem, CheckResult, ExerciseResult, 
 from grader.term.models import SimilarGroup
 
 BINS = 10  # histogram bins of percent: [0, 10), [10, 20), ... [90, 100]
-NOT_ANSWERED = "Not answered yet"  # == grader.judging.reveal.NOT_ANSWERED (a test keeps them equal; that
-#                                    module loads the check code, which a page does not need)
-KERNEL_DIED = re.compile(r"kernel (?:process )?died|killed the (?:Python )?kernel", re.IGNORECASE)
 
 State = Literal["missing", "error", "died", "graded"]
 STATE_RANK = {"missing": 0, "error": 1, "died": 2, "graded": 3}  # the status sort: worst first
@@ -130,7 +126,7 @@ def bin_index(pct: float) -> int:
 
 def unanswered(check: CheckResult) -> bool:
     """A check that says nothing about the student's answer: skipped, or "Not answered yet"."""
-    return check.status == "skipped" or (check.message or "").startswith(NOT_ANSWERED)
+    return check.status == "skipped" or check.reason == "not_answered"
 
 
 def answered(report: Report, exercise: ExerciseResult) -> bool:
@@ -144,7 +140,7 @@ def kernel_death(report: Report) -> str | None:
             return problem.message
     for ex in report.exercises:
         for c in ex.checks:
-            if c.message and KERNEL_DIED.search(c.message):
+            if c.reason == "kernel_died":
                 return f"{c.id}: {c.message}"
     return None
 
