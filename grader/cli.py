@@ -86,7 +86,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write these exports in batch mode")
     p.add_argument("--scheduler", metavar="ADDRESS", help="grade on a Dask cluster (pip install '.[cluster]')")
     p.add_argument("--no-sandbox", action="store_true",
-                   help="run kernels without the sandbox (required for several files where it is incomplete)")
+                   help="run kernels without the sandbox (required for several files where bubblewrap's namespaces "
+                        "or seccomp are missing)")
+    p.add_argument("--require-sandbox", action="store_true",
+                   help="refuse to grade unless every layer of the sandbox holds on this host")
     return p
 
 
@@ -131,19 +134,31 @@ def _below(report: Report, fail_under: float | None) -> bool:
 
 
 def _check_isolation(args: argparse.Namespace, batch: bool = False) -> bool:
-    """Whether to sandbox; says once what is missing; refuses a batch without the full sandbox."""
-    from grader.sandbox.layers import detect
+    """Whether to sandbox; says once, a sentence a layer, what the host lacks and what that costs.
+
+    A batch grades with the layers the host gives, so long as the core holds (bubblewrap's
+    namespaces and the seccomp filter: strangers' code then sees none of the machine); without the
+    core it refuses unless --no-sandbox says so. --require-sandbox refuses any missing layer."""
+    from grader.sandbox.layers import CORE_LAYERS, detect
 
     if args.no_sandbox:
+        if args.require_sandbox:
+            raise UsageError("--no-sandbox and --require-sandbox contradict each other: pass one")
         return False
     isolation = detect()
-    if isolation.missing:
-        if batch:
-            raise UsageError("grading several submissions needs the full sandbox, and this machine lacks "
-                             + "; ".join(f"{k} ({v})" for k, v in isolation.missing.items())
-                             + ": fix that, or pass --no-sandbox to grade without it")
-        print("grade: sandbox layers missing here: "
-              + "; ".join(f"{k}: {v}" for k, v in isolation.missing.items()), file=sys.stderr)
+    missing = isolation.missing
+    if missing and args.require_sandbox:
+        raise UsageError(f"--require-sandbox: this host ({isolation.backend}) lacks "
+                         + "; ".join(f"{k} ({v})" for k, v in missing.items()))
+    core = [layer for layer in CORE_LAYERS if layer in missing]
+    if batch and core:
+        raise UsageError("grading several submissions needs at least bubblewrap's namespaces and the seccomp "
+                         "filter, and this host lacks " + "; ".join(f"{k} ({missing[k]})" for k in core)
+                         + ": fix that, or pass --no-sandbox to grade without any sandbox")
+    if missing:
+        print(f"grade: sandbox ({isolation.backend}), layers missing here:", file=sys.stderr)
+        for layer, why in missing.items():
+            print(f"  {layer}: {why}.", file=sys.stderr)
     return True
 
 

@@ -34,7 +34,7 @@ def isolation_for(options: GradeOptions) -> Isolation:
     """The layers that will be in force (all the machine has, or none with --no-sandbox)."""
     if options.sandbox:
         return available()
-    return Isolation(sandboxed=False, layers=[], missing={"all": "turned off with --no-sandbox"})
+    return Isolation(sandboxed=False, layers=[], missing={"all": "turned off with --no-sandbox"}, backend="none")
 
 
 def policy_for(options: GradeOptions) -> SandboxPolicy | None:

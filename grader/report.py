@@ -62,6 +62,11 @@ class Isolation(_Model):
     sandboxed: bool = Field(description="every layer was in force")
     layers: list[str]
     missing: dict[str, str] = Field(default_factory=dict, description="layer -> why it is missing")
+    backend: Literal["root", "rootless", "none"] | None = Field(default=None, description=(
+        "how the layers were made: 'root' (the grader runs as root: setpriv to an unprivileged uid, "
+        "cgroups, a tmpfs scratch), 'rootless' (an ordinary user: bubblewrap in an unprivileged user "
+        "namespace, limits as rlimits counted in that namespace), 'none' (--no-sandbox, or not Linux); "
+        "None: a report written before this field"))
 
 
 class SubmissionRef(_Model):

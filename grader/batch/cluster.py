@@ -208,6 +208,8 @@ def worker_facts(paths: list[str], sandbox: bool) -> dict[str, Any]:
 
 def worker_problems(here: dict[str, Any], workers: dict[str, dict[str, Any]]) -> list[str]:
     """One plain line per worker that would grade differently from (or blinder than) the client."""
+    from grader.sandbox.layers import CORE_LAYERS
+
     problems = []
     for name, facts in sorted(workers.items()):
         where = f"worker {name} on {facts['host']}"
@@ -219,10 +221,11 @@ def worker_problems(here: dict[str, Any], workers: dict[str, dict[str, Any]]) ->
             problems.append(f"{where} cannot read {len(facts['unseen'])} submission(s), e.g. "
                             f"{facts['unseen'][0]} (its directory: {facts['cwd']}): put the submissions "
                             "on a shared filesystem at the same path, or pass absolute paths")
-        if facts["sandbox missing"]:
+        if any(layer in facts["sandbox missing"] for layer in CORE_LAYERS):  # the rule of a local batch
             problems.append(f"{where} lacks the sandbox: "
                             + "; ".join(f"{k} ({v})" for k, v in facts["sandbox missing"].items())
-                            + ": fix that there, or pass --no-sandbox to grade without it")
+                            + ": bubblewrap's namespaces and the seccomp filter at least; fix that there, "
+                            "or pass --no-sandbox to grade without any sandbox")
     return problems
 
 

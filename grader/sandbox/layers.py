@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from grader.report import Isolation
 
 LAYERS = ("namespaces", "user", "seccomp", "cgroups", "cpu", "rlimits", "scratch")
+CORE_LAYERS = ("namespaces", "seccomp")  # without them a batch of strangers' code is refused (--no-sandbox aside)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 ENV_PASSED = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 SECCOMP_FD = 9  # the privileged wrapper opens the filter on this fd for `bwrap --seccomp`
@@ -100,6 +101,7 @@ class Detected:
 
     layers: tuple[str, ...]
     missing: dict[str, str] = field(default_factory=dict)
+    backend: str = "root"  # "root", "rootless" (an ordinary user's namespaces) or "none"
 
 
 def launch_environment(scratch: Path) -> dict[str, str]:
@@ -132,26 +134,25 @@ def detect() -> Detected:
     missing: dict[str, str] = {}
     root = os.geteuid() == 0
     if not sys.platform.startswith("linux"):
-        return Detected(layers=(), missing={layer: f"not Linux ({sys.platform})" for layer in LAYERS})
+        return Detected(layers=(), missing={layer: f"not Linux ({sys.platform})" for layer in LAYERS}, backend="none")
+    if not root:
+        return _rootless()
     if not shutil.which("bwrap"):
         missing["namespaces"] = "bubblewrap (bwrap) is not installed"
-    elif not root:
-        missing["namespaces"] = "needs root (to drop to an unprivileged user inside)"
     elif why := _host_refusals().bwrap:
         missing["namespaces"] = why
-    if not (root and shutil.which("setpriv")):
-        missing["user"] = "needs root and setpriv"
+    if not shutil.which("setpriv"):
+        missing["user"] = "needs setpriv (util-linux)"
     elif "namespaces" in missing and (hidden := _unreachable_environment()):
         missing["user"] = f"the Python environment is not readable by an unprivileged user ({hidden})"
-    if not (root and _own_cgroup("memory") and _own_cgroup("pids")):
-        missing["cgroups"] = "needs root and writable cgroup v1 memory and pids controllers"
-    if not (root and _own_cgroup("cpu") and _own_cgroup("cpuacct")):
-        missing["cpu"] = "needs root and writable cgroup v1 cpu and cpuacct controllers (a CPU share each)"
+    if not (_own_cgroup("memory") and _own_cgroup("pids")):
+        missing["cgroups"] = ("no writable cgroup v1 memory and pids controllers here (a cgroup v2 host or a "
+                              "container): " + ROOTLESS_LIMITS)
+    if not (_own_cgroup("cpu") and _own_cgroup("cpuacct")):
+        missing["cpu"] = "no writable cgroup v1 cpu and cpuacct controllers here: " + NO_CPU_SHARE
     if not shutil.which("prlimit"):
         missing["rlimits"] = "prlimit is not installed"
-    if not root:
-        missing["scratch"] = "needs root to mount a size-limited tmpfs"
-    elif why := _host_refusals().mount:
+    if why := _host_refusals().mount:
         missing["scratch"] = why
     why = seccomp.unavailable_reason()
     if why:
@@ -160,6 +161,53 @@ def detect() -> Detected:
     # (setpriv; the filter loaded by grader/seccomp_exec.py): Gradescope's and Docker's
     # containers refuse namespaces but allow both.
     return Detected(layers=tuple(layer for layer in LAYERS if layer not in missing), missing=missing)
+
+
+ROOTLESS_LIMITS = ("memory is capped per process (address space) and processes are counted in the "
+                   "sandbox's own user namespace (rlimits), not for the whole tree")
+NO_CPU_SHARE = ("no equal CPU share per sandbox, so a timeout the machine caused cannot be told from the "
+                "student's own")
+
+
+def _rootless() -> Detected:
+    """The layers an ordinary user gets: bubblewrap in an unprivileged user namespace (its own
+    mount, pid, network, ipc and uts namespaces; uid 65534 inside, which is the grader's own
+    uid outside), the seccomp filter, and rlimits applied inside the namespace (so the process
+    count is the sandbox's alone). No cgroup, no tmpfs mount the grader could reach."""
+    missing: dict[str, str] = {}
+    if not shutil.which("bwrap"):
+        missing["namespaces"] = "bubblewrap (bwrap) is not installed"
+    elif why := _userns_refused():
+        missing["namespaces"] = why
+    if "namespaces" in missing:
+        missing["user"] = "an ordinary user gets another uid only in a user namespace (bubblewrap), refused here"
+    missing["cgroups"] = "an ordinary user has no writable cgroup here: " + ROOTLESS_LIMITS
+    missing["cpu"] = "an ordinary user has no writable cgroup here: " + NO_CPU_SHARE
+    if not shutil.which("prlimit"):
+        missing["rlimits"] = "prlimit is not installed"
+    missing["scratch"] = ("an ordinary user cannot mount a tmpfs the grader can reach: the scratch is a plain "
+                          "folder, each file in it capped by the file-size rlimit, not their total")
+    if why := seccomp.unavailable_reason():
+        missing["seccomp"] = why
+    elif "namespaces" in missing:
+        missing["seccomp"] = "without bubblewrap, only a root grader loads the filter (its wrapper)"
+    return Detected(layers=tuple(layer for layer in LAYERS if layer not in missing), missing=missing,
+                    backend="rootless")
+
+
+@functools.cache
+def _userns_refused() -> str | None:
+    """Why bubblewrap cannot make an unprivileged user namespace here, or None (tried once)."""
+    try:
+        done = subprocess.run(["bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                               "--unshare-uts", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not run ({type(exc).__name__})"
+    if done.returncode == 0:
+        return None
+    said = " ".join(done.stderr.split())[:160] or f"exit status {done.returncode}"
+    return f"unprivileged user namespaces are refused here ({said})"
 
 
 @dataclass(frozen=True)
@@ -251,7 +299,8 @@ def available() -> Isolation:
     from grader.report import Isolation
 
     detected = detect()
-    return Isolation(sandboxed=not detected.missing, layers=list(detected.layers), missing=dict(detected.missing))
+    return Isolation(sandboxed=not detected.missing, layers=list(detected.layers), missing=dict(detected.missing),
+                     backend=detected.backend)
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -302,6 +351,9 @@ class Sandbox:
         self._cgroups: list[Path] = []
         self._groups: dict[str, Path] = {}
         self._mounted = False
+        # an ordinary user's sandbox (detect's "rootless" backend): its uid is made by bubblewrap's
+        # user namespace, not setpriv, and its rlimits are set inside that namespace
+        self.rootless = os.geteuid() != 0
 
     def has(self, layer: str) -> bool:
         return layer in self.isolation.layers
@@ -315,7 +367,7 @@ class Sandbox:
             result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
                                      str(self.scratch)], capture_output=True)
             self._mounted = result.returncode == 0
-        if self.has("user"):
+        if self.has("user") and not self.rootless:
             os.chown(self.scratch, self.policy.uid, self.policy.gid)
         if self.has("cgroups"):
             self._groups = create_cgroups(self.policy, cpu=self.has("cpu"))
@@ -336,7 +388,7 @@ class Sandbox:
             # A shell, still privileged, joins the cgroups, hands over the connection file and
             # opens the seccomp filter (root's alone) on a fixed fd that bwrap reads and closes.
             script = "".join(f'echo $$ > "{g}/cgroup.procs"; ' for g in self._cgroups)
-            if self.has("user") and connection_file:
+            if self.has("user") and connection_file and not self.rootless:
                 script += f'chown {p.uid}:{p.gid} "$1"; '
             if self.has("seccomp"):
                 script += f'exec {SECCOMP_FD}<"$2"; '
@@ -346,17 +398,20 @@ class Sandbox:
             filter_path = (str(seccomp.filter_file(shared_futexes=shared, local_sockets_only=not self.has("namespaces")))
                            if self.has("seccomp") else "")
             cmd += ["/bin/sh", "-c", script, "grader-sandbox", connection_file or "", filter_path]
-        if self.has("rlimits"):
+        inside = self.rootless and self.has("namespaces")  # rlimits counted in the sandbox's own namespace
+        if self.has("rlimits") and not inside:
             cmd += ["prlimit", *self._rlimits(), "--"]
         if self.has("namespaces"):
             cmd += self._bwrap_args()
+            if self.has("rlimits") and inside:
+                cmd += ["prlimit", *self._rlimits(), "--"]
         elif self.isolation.layers:
             if self.has("seccomp"):  # bwrap would load it: the wrapper's own loader does
                 cmd += seccomp.loader_command(SECCOMP_FD)
             # bwrap would clear the environment: nothing of the grader's reaches the kernel
             environment = {**launch_environment(self.scratch), "MPLBACKEND": "Agg"}
             cmd += ["env", "-i", *(f"{name}={value}" for name, value in environment.items())]
-        if self.has("user"):
+        if self.has("user") and not self.rootless:
             cmd += ["setpriv", f"--reuid={p.uid}", f"--regid={p.gid}", "--clear-groups",
                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         return cmd + argv
@@ -375,17 +430,19 @@ class Sandbox:
             if p.memory_bytes is not None:
                 space = ADDRESS_SPACE_FACTOR * p.memory_bytes
                 limits.append(f"--as={space}:{space}")
-            if p.pids is not None and self.has("user"):
+            if p.pids is not None and self.has("user"):  # rootless: set inside its user namespace, its own count
                 limits.append(f"--nproc={p.pids}:{p.pids}")
         return limits
 
     def _bwrap_args(self) -> list[str]:
         args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                "--die-with-parent", "--new-session", "--clearenv",
-                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-                "--setenv", "HOME", str(self.scratch),
-                "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-                "--setenv", "MPLBACKEND", "Agg"]
+                "--die-with-parent", "--new-session", "--clearenv"]
+        if self.rootless:  # an unprivileged user namespace: uid 65534 inside (the grader's own uid outside)
+            args += ["--unshare-user", "--uid", str(self.policy.uid), "--gid", str(self.policy.gid)]
+        args += ["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                 "--setenv", "HOME", str(self.scratch),
+                 "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+                 "--setenv", "MPLBACKEND", "Agg"]
         if self.has("seccomp"):
             args += ["--seccomp", str(SECCOMP_FD)]  # loaded last, in bwrap's init too
         for name in ENV_PASSED:
