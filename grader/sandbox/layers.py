@@ -519,10 +519,19 @@ class Sandbox:
         exec'd prlimit, then bwrap) and, with namespaces, bwrap's pid-1 init and the kernel
         below it: from the root downwards, while the process is bwrap, its earliest-started
         child. A double-forked daemon is a later child of that init, so it is not kept.
-        Without the cgroup layer there is no list of the sandbox's processes: 0."""
+        Without the cgroup layer, bubblewrap's pid namespace keeps every process of the sandbox
+        below its init, so the sandbox's processes are the descendants of `kernel_root_pid` (an
+        ordinary user's sandbox: same uid, the grader may kill them); without either, 0."""
         group = self.cgroup("pids")
         if group is None:
-            return 0
+            if not self.has("namespaces"):
+                return 0
+
+            def tree() -> list[int]:
+                return [kernel_root_pid, *descendants(kernel_root_pid)]
+
+            keep = self._kernel_chain(kernel_root_pid, tree())
+            return kill_strays(tree, keep, timeout)
         procs = self._procs(group)
         if kernel_root_pid not in procs:  # not this sandbox's kernel: touch nothing
             return 0
