@@ -530,6 +530,9 @@ class Sandbox:
             def tree() -> list[int]:
                 return [kernel_root_pid, *descendants(kernel_root_pid)]
 
+            bwrap = _file_id(shutil.which("bwrap") or "bwrap")
+            if bwrap is None or _file_id(f"/proc/{kernel_root_pid}/exe") != bwrap:
+                return 0  # not a sandbox's bubblewrap: touch nothing
             keep = self._kernel_chain(kernel_root_pid, tree())
             return kill_strays(tree, keep, timeout)
         procs = self._procs(group)

@@ -1,0 +1,117 @@
+"""The sandbox of an ordinary user (issue 30): bubblewrap in an unprivileged user namespace, the
+limits it can have (rlimits counted inside that namespace), strays found without a cgroup, and
+what a batch does with a host that lacks layers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.errors import UsageError
+from grader.report import Isolation
+from grader.sandbox import layers
+from grader.sandbox.layers import LAYERS, Detected, Sandbox, SandboxPolicy
+
+POLICY = SandboxPolicy()
+ROOTLESS = ["namespaces", "user", "seccomp", "rlimits"]
+
+
+def test_an_ordinary_user_gets_namespaces_user_seccomp_and_rlimits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(layers, "_userns_refused", lambda: None)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    found = layers.detect.__wrapped__()
+    assert (found.backend, list(found.layers)) == ("rootless", ROOTLESS)
+    assert set(found.missing) == {"cgroups", "cpu", "scratch"}
+    assert "processes are counted in the sandbox's own user namespace" in found.missing["cgroups"]
+    monkeypatch.setattr(layers, "_userns_refused", lambda: "unprivileged user namespaces are refused here (x)")
+    refused = layers.detect.__wrapped__()
+    assert "namespaces" in refused.missing and "seccomp" in refused.missing and refused.layers == ("rlimits",)
+
+
+def _wrapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, uid: int) -> list[str]:
+    monkeypatch.setattr(os, "geteuid", lambda: uid)
+    layers_here = ROOTLESS if uid else [layer for layer in LAYERS if layer != "cgroups"]
+    sandbox = Sandbox(tmp_path, POLICY, Isolation(sandboxed=False, layers=layers_here, missing={}))
+    return sandbox.wrap(["python", "-m", "ipykernel_launcher"], connection_file=str(tmp_path / "c.json"))
+
+
+def test_rootless_the_uid_comes_from_the_user_namespace_and_the_rlimits_are_set_inside(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    argv = _wrapped(monkeypatch, tmp_path, uid=1000)
+    bwrap, prlimit = argv.index("bwrap"), argv.index("prlimit")
+    assert argv[bwrap:].count("--unshare-user") == 1 and "--uid" in argv[bwrap:]
+    assert prlimit > bwrap  # after the namespace exists: the process count is the sandbox's own
+    assert f"--nproc={POLICY.pids}:{POLICY.pids}" in argv[prlimit:]
+    assert "setpriv" not in argv and "chown" not in " ".join(argv)
+
+
+def test_as_root_the_uid_comes_from_setpriv_and_the_rlimits_from_outside(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    argv = _wrapped(monkeypatch, tmp_path, uid=0)
+    assert argv.index("prlimit") < argv.index("bwrap") < argv.index("setpriv")
+    assert "--unshare-user" not in argv and "chown" in " ".join(argv)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or layers._bwrap_refused() is not None,
+                    reason="needs bubblewrap's namespaces")
+def test_without_a_cgroup_strays_are_the_bubblewrap_trees_and_the_kernel_is_kept(tmp_path: Path) -> None:
+    """A tree under bubblewrap (its init, the 'kernel', two strays, one a double-forked daemon):
+    every process but the kernel's chain goes; a process that is not bubblewrap is never touched."""
+    sandbox = Sandbox(tmp_path, POLICY, Isolation(sandboxed=False, layers=["namespaces"], missing={}))
+    script = "sleep 300 & (setsid sleep 301 &) ; exec sleep 302"
+    process = subprocess.Popen(sandbox.wrap(["/bin/sh", "-c", script]), cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        while len(layers.descendants(process.pid)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = layers.descendants(process.pid)
+        assert sandbox.stop_strays(process.pid) == 2
+        after = layers.descendants(process.pid)
+        commands = {Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1] for pid in after
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep")}
+        assert commands == {b"302"} and set(after) < set(before)
+    finally:
+        process.kill()
+        process.wait()
+    assert sandbox.stop_strays(os.getpid()) == 0  # pytest is no bubblewrap: nothing of it is killed
+
+
+def _check(monkeypatch: pytest.MonkeyPatch, missing: dict[str, str], *, batch: bool,
+           require: bool = False) -> bool:
+    from grader import cli
+
+    present = tuple(layer for layer in LAYERS if layer not in missing)
+    found = Detected(layers=present, missing=missing, backend="rootless")
+    monkeypatch.setattr(layers, "detect", lambda: found)
+    args = argparse.Namespace(no_sandbox=False, require_sandbox=require)
+    return cli._check_isolation(args, batch=batch)
+
+
+def test_a_batch_grades_with_the_core_and_says_what_each_missing_layer_costs(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    assert _check(monkeypatch, {"cgroups": "no writable cgroup: memory capped per process"}, batch=True)
+    assert "  cgroups: no writable cgroup: memory capped per process." in capsys.readouterr().err
+    with pytest.raises(UsageError, match="at least bubblewrap's namespaces and the seccomp filter"):
+        _check(monkeypatch, {"seccomp": "no filter"}, batch=True)
+    assert _check(monkeypatch, {"seccomp": "no filter"}, batch=False)  # one file: said, and graded
+    with pytest.raises(UsageError, match="--require-sandbox: this host .rootless. lacks cgroups"):
+        _check(monkeypatch, {"cgroups": "none"}, batch=False, require=True)
+    assert _check(monkeypatch, {}, batch=True, require=True)
+
+
+def test_the_report_records_the_backend() -> None:
+    from grader.options import GradeOptions
+    from grader.pipeline import isolation_for
+
+    assert isolation_for(GradeOptions(sandbox=False)).backend == "none"
+    assert layers.available().backend == ("root" if os.geteuid() == 0 else "rootless")
+    assert sys.platform.startswith("linux")
