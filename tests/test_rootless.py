@@ -32,7 +32,7 @@ def test_an_ordinary_user_gets_namespaces_user_seccomp_and_rlimits(
     assert (found.backend, list(found.layers)) == ("rootless", ROOTLESS)
     assert set(found.missing) == {"cgroups", "cpu", "scratch"}
     assert "processes are counted in the sandbox's own user namespace" in found.missing["cgroups"]
-    monkeypatch.setattr(layers, "_userns_refused", lambda: "unprivileged user namespaces are refused here (x)")
+    monkeypatch.setattr(layers, "_userns_refused", lambda: "user namespaces are refused here (x)")
     refused = layers.detect.__wrapped__()
     assert "namespaces" in refused.missing and "seccomp" in refused.missing and refused.layers == ("rlimits",)
 
