@@ -128,6 +128,45 @@ def _own_cgroup(controller: str) -> Path | None:
     return None
 
 
+V2_PARENT = "jax-grader"  # root on a cgroup v2 host: /sys/fs/cgroup/jax-grader/<sandbox>
+
+
+@functools.cache
+def v2_parent() -> Path | None:
+    """Root on a cgroup v2 (unified) host: a cgroup below the root one, holding no process, whose
+    children (one a sandbox) get the memory, pids and (where the host has it) cpu controllers;
+    None where there is no unified hierarchy or it cannot be written (not root, a container's
+    read-only cgroupfs). The root cgroup is exempt from "no internal processes", so enabling its
+    controllers for its children works whoever else runs in it."""
+    controllers_file = CGROUP_ROOT / "cgroup.controllers"
+    if os.geteuid() != 0 or not controllers_file.is_file():
+        return None
+    try:
+        available = set(controllers_file.read_text().split())
+        if not {"memory", "pids"} <= available:
+            return None
+        wanted = [c for c in ("memory", "pids", "cpu") if c in available]
+        enabled = set((CGROUP_ROOT / "cgroup.subtree_control").read_text().split())
+        if missing := [c for c in wanted if c not in enabled]:
+            (CGROUP_ROOT / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
+        parent = CGROUP_ROOT / V2_PARENT
+        parent.mkdir(mode=0o755, exist_ok=True)
+        (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+        if not {"memory", "pids"} <= set((parent / "cgroup.subtree_control").read_text().split()):
+            return None
+    except OSError:
+        return None
+    return parent
+
+
+def _v2_has(controller: str) -> bool:
+    parent = v2_parent()
+    try:
+        return parent is not None and controller in (parent / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return False
+
+
 @functools.cache
 def detect() -> Detected:
     """Detect, once per process, which layers this machine and user can have."""
@@ -145,11 +184,11 @@ def detect() -> Detected:
         missing["user"] = "needs setpriv (util-linux)"
     elif "namespaces" in missing and (hidden := _unreachable_environment()):
         missing["user"] = f"the Python environment is not readable by an unprivileged user ({hidden})"
-    if not (_own_cgroup("memory") and _own_cgroup("pids")):
-        missing["cgroups"] = ("no writable cgroup v1 memory and pids controllers here (a cgroup v2 host or a "
-                              "container): " + ROOTLESS_LIMITS)
-    if not (_own_cgroup("cpu") and _own_cgroup("cpuacct")):
-        missing["cpu"] = "no writable cgroup v1 cpu and cpuacct controllers here: " + NO_CPU_SHARE
+    if not (_own_cgroup("memory") and _own_cgroup("pids")) and v2_parent() is None:
+        missing["cgroups"] = ("no writable cgroup here (cgroup v1 memory and pids, or a cgroup v2 root the "
+                              "grader may write: a container's read-only cgroupfs): " + ROOTLESS_LIMITS)
+    if not (_own_cgroup("cpu") and _own_cgroup("cpuacct")) and not _v2_has("cpu"):
+        missing["cpu"] = "no writable cgroup cpu controller here: " + NO_CPU_SHARE
     if not shutil.which("prlimit"):
         missing["rlimits"] = "prlimit is not installed"
     if why := _host_refusals().mount:
@@ -588,6 +627,8 @@ def create_cgroups(policy: SandboxPolicy, *, cpu: bool | None = None) -> dict[st
     the cpu layer). Where cpu and cpuacct are mounted together, both name one directory."""
     name = f"{owner_tag()}{uuid.uuid4().hex[:12]}"
     cpu = "cpu" in detect().layers if cpu is None else cpu
+    if _own_cgroup("memory") is None and (parent := v2_parent()) is not None:
+        return _create_v2(parent / name, policy, cpu=cpu and _v2_has("cpu"))
     limits = {"memory": {"memory.limit_in_bytes": policy.memory_bytes},
               "cpu": {"cpu.shares": policy.cpu_shares, **_cfs_quota(policy)},
               "cpuacct": {},
@@ -617,6 +658,27 @@ def create_cgroups(policy: SandboxPolicy, *, cpu: bool | None = None) -> dict[st
             empty_and_remove(group)
         raise
     return groups
+
+
+def _create_v2(group: Path, policy: SandboxPolicy, *, cpu: bool) -> dict[str, Path]:
+    """One cgroup v2 directory with the policy's limits, named for every controller it stands
+    for (the same files' roles as v1's: memory.max, pids.max, an equal cpu.weight)."""
+    group.mkdir()
+    try:
+        limits = {"memory.max": policy.memory_bytes, "memory.swap.max": 0 if policy.memory_bytes else None,
+                  "pids.max": policy.pids}
+        if cpu:
+            limits["cpu.weight"] = 100  # the same for every sandbox: an equal share (v1's cpu.shares)
+            if policy.cpu_cores is not None:
+                limits["cpu.max"] = f"{max(1000, round(policy.cpu_cores * 100_000))} 100000"  # type: ignore[assignment]
+        for file, value in limits.items():
+            if value is not None and (group / file).exists():
+                (group / file).write_text(str(value))
+    except BaseException:
+        empty_and_remove(group)
+        raise
+    controllers = ("memory", "pids", "cpu", "cpuacct") if cpu else ("memory", "pids")
+    return dict.fromkeys(controllers, group)
 
 
 def _cfs_quota(policy: SandboxPolicy) -> dict[str, int]:
@@ -708,6 +770,12 @@ def out_of_memory(group: Path | None) -> bool:
     """Whether a memory cgroup has killed a process or hit its limit."""
     if group is None:
         return False
+    if (group / "memory.events").exists():  # cgroup v2: times at the limit, processes killed
+        try:
+            events = dict(line.split() for line in (group / "memory.events").read_text().splitlines())
+            return int(events.get("max", 0)) > 0 or int(events.get("oom_kill", 0)) > 0
+        except (OSError, ValueError):
+            return False
     try:
         control = (group / "memory.oom_control").read_text()
         failcnt = int((group / "memory.failcnt").read_text())
@@ -718,8 +786,10 @@ def out_of_memory(group: Path | None) -> bool:
 
 
 def peak_memory_bytes(group: Path | None) -> int | None:
-    """A memory cgroup's peak use (cgroup v1 memory.max_usage_in_bytes)."""
+    """A memory cgroup's peak use (cgroup v1 memory.max_usage_in_bytes, v2 memory.peak)."""
     try:
+        if group is not None and (group / "memory.peak").exists():
+            return int((group / "memory.peak").read_text())
         return int((group / "memory.max_usage_in_bytes").read_text()) if group else None
     except (OSError, ValueError):
         return None
@@ -765,9 +835,9 @@ def sweep(pid: int) -> int:
     and scratch mounts. Returns how many things were removed."""
     removed = 0
     tag = owner_tag(pid)
-    for controller in CONTROLLERS:
-        parent = _own_cgroup(controller)
-        for group in parent.glob(tag + "*") if parent is not None else []:
+    parents = {_own_cgroup(controller) for controller in CONTROLLERS} | {v2_parent()}
+    for parent in parents - {None}:
+        for group in parent.glob(tag + "*"):  # type: ignore[union-attr]
             empty_and_remove(group)
             removed += 1
     try:

@@ -76,8 +76,11 @@ def usage_ns(group: Path | None) -> int | None:
     if group is None:
         return None
     try:
+        if (group / "cpu.stat").exists() and not (group / "cpuacct.usage").exists():  # cgroup v2
+            stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+            return int(stat["usage_usec"]) * 1000
         return int((group / "cpuacct.usage").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError):
         return None
 
 
@@ -87,7 +90,8 @@ def run_delays(group: Path | None) -> dict[int, int]:
     if group is None:
         return {}
     try:
-        tids = (group / "tasks").read_text().split()[:MAX_TASKS]
+        listed = group / "tasks" if (group / "tasks").exists() else group / "cgroup.threads"  # v1, v2
+        tids = listed.read_text().split()[:MAX_TASKS]
     except OSError:
         return {}
     delays = {}
