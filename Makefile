@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test course-ci bench clean bytecode
+.PHONY: demo test course-ci bench clean bytecode test-cgroup2
 
 $(STAMP): pyproject.toml scripts/find-python scripts/install-sandbox scripts/install-chromium
 	@scripts/install-sandbox
@@ -32,6 +32,10 @@ test: bytecode
 	$(PY) -m pytest -n 2 -m "not serial"
 	$(PY) -m pytest -m serial
 	$(MAKE) course-ci
+
+# The sandbox in a cgroup v2 VM, as root and as a user (scripts/test-cgroup2; minutes under emulation).
+test-cgroup2: bytecode
+	scripts/test-cgroup2
 
 # What docs/course-ci.yml runs in a course repository: every assignment validated as test items.
 course-ci: bytecode

@@ -115,3 +115,48 @@ def test_the_report_records_the_backend() -> None:
     assert isolation_for(GradeOptions(sandbox=False)).backend == "none"
     assert layers.available().backend == ("root" if os.geteuid() == 0 else "rootless")
     assert sys.platform.startswith("linux")
+
+
+# ----------------------------------------------------------------------------- cgroup v2 (root)
+
+
+def test_a_v2_root_hands_memory_pids_and_cpu_down_to_jax_grader(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """On a fake unified hierarchy: the controllers enabled below the root and below jax-grader."""
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("memory\n")
+    (tmp_path / "jax-grader").mkdir()
+    (tmp_path / "jax-grader" / "cgroup.subtree_control").write_text("")
+    writes: list[tuple[str, str]] = []
+    real_write = Path.write_text
+
+    def recording(path: Path, text: str, *args, **kwargs) -> int:
+        writes.append((str(path.relative_to(tmp_path)), text))
+        if path.name == "cgroup.subtree_control":  # the kernel lists what is enabled, without "+"
+            text = " ".join(sorted({*path.read_text().split(), *(w.lstrip("+") for w in text.split())}))
+        return real_write(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(layers, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(Path, "write_text", recording)
+    parent = layers.v2_parent.__wrapped__()
+    assert parent == tmp_path / "jax-grader"
+    assert writes == [("cgroup.subtree_control", "+pids +cpu"),
+                      ("jax-grader/cgroup.subtree_control", "+memory +pids +cpu")]
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert layers.v2_parent.__wrapped__() is None  # an ordinary user writes no cgroup here
+
+
+def test_v2_files_tell_an_oom_the_peak_and_the_cpu_time(tmp_path: Path) -> None:
+    from grader.sandbox.starvation import run_delays, usage_ns
+
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+    (tmp_path / "memory.peak").write_text("123456\n")
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n")
+    (tmp_path / "cgroup.threads").write_text(f"{os.getpid()}\n")
+    assert not layers.out_of_memory(tmp_path)
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n")
+    assert layers.out_of_memory(tmp_path)
+    assert layers.peak_memory_bytes(tmp_path) == 123456
+    assert usage_ns(tmp_path) == 2_500_000
+    assert list(run_delays(tmp_path)) == [os.getpid()]
