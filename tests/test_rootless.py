@@ -160,3 +160,41 @@ def test_v2_files_tell_an_oom_the_peak_and_the_cpu_time(tmp_path: Path) -> None:
     assert layers.peak_memory_bytes(tmp_path) == 123456
     assert usage_ns(tmp_path) == 2_500_000
     assert list(run_delays(tmp_path)) == [os.getpid()]
+
+
+# ----------------------------------------------------------------------------- read-only cgroups
+
+READ_ONLY_CGROUPS = """set -e
+for point in $(awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts); do
+  mount -o remount,bind,ro "$point" "$point"
+done
+exec "$@"
+"""
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("bwrap"),
+                    reason="simulates a container as root (unshare, a remount of the cgroups read-only)")
+def test_with_read_only_cgroups_a_memory_bomb_is_stopped_by_rlimits_inside_namespaces(
+        tmp_path: Path, repo_root: Path) -> None:
+    """A container whose cgroupfs is read-only (Docker's default, Kubernetes'): the grader, root in
+    it, gets no cgroup and grades with namespaces, seccomp and rlimits; the bomb's allocation fails
+    at the address-space limit, and everything it answered is graded."""
+    import json
+
+    bomb = tmp_path / "bomb.py"
+    reference = (repo_root / "solutions" / "ch2-jit.py").read_text()
+    bomb.write_text(reference + "\n# %% [memory bomb]\nimport numpy as np\n"
+                    "hoard = [np.ones(32 * 2**20) for _ in range(64)]  # 16 GiB\n")
+    report_path = tmp_path / "bomb.json"
+    grade = [sys.executable, "-m", "grader", str(bomb), "-a", "ch2-jit", "--json", str(report_path)]
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_CGROUPS,
+                           "sh", *grade], capture_output=True, text=True, timeout=600, cwd=repo_root)
+    assert report_path.exists(), done.stderr[-2000:]
+    report = json.loads(report_path.read_text())
+    isolation = report["isolation"]
+    assert "cgroups" in isolation["missing"]
+    assert {"namespaces", "seccomp", "rlimits"} <= set(isolation["layers"])
+    assert "cgroups:" in done.stderr  # said once, with what it costs
+    assert any("MemoryError" in p["message"] for p in report["cell_problems"]), report["cell_problems"]
+    assert report["score"] == 100
