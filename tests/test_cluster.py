@@ -65,12 +65,15 @@ def test_worker_problems_name_the_worker_and_the_fix() -> None:
     here = worker_facts([], sandbox=False)
     assert worker_problems(here, {"tcp://a:1": dict(here)}) == []
     blind = dict(here, host="b", cwd="/home/b", unseen=["subs/alice.py"], jax="0.0.1",
-                 **{"sandbox missing": {"cgroups": "needs root"}})
+                 **{"sandbox missing": {"namespaces": "bubblewrap is not installed", "cgroups": "none here"}})
     problems = worker_problems(here, {"tcp://b:1": blind})
     assert len(problems) == 3
     assert problems[0].startswith("worker tcp://b:1 on b has jax 0.0.1")
     assert "cannot read 1 submission(s), e.g. subs/alice.py (its directory: /home/b)" in problems[1]
-    assert "lacks the sandbox: cgroups (needs root)" in problems[2]
+    assert "lacks the sandbox: namespaces (bubblewrap is not installed)" in problems[2]
+    assert "cgroups" not in problems[2]  # a batch grades without cgroups (rlimits): not a worker's fault
+    rootless = dict(here, **{"sandbox missing": {"cgroups": "none here", "scratch": "a plain folder"}})
+    assert worker_problems(here, {"tcp://c:1": rootless}) == []
 
 
 @pytest.fixture(scope="module")

@@ -318,3 +318,15 @@ def test_a_graded_report_carries_the_fields(tmp_path: Path, reference_sections: 
     assert all(c.reason is None for c in by_id["detective"].checks)
     assert kernel_death(graded) is not None
     assert "not answered yet: define newton_sqrt" in summary(graded)
+
+
+def test_a_batch_groups_the_students_not_graded_by_the_kind_not_by_slicing_the_sentence() -> None:
+    from grader.batch.run import reason_group
+
+    one = report(status="error", error="alice.py: not a notebook (line 3: Expecting value)",
+                 error_kind="unreadable", fault="student")
+    other = report(status="error", error="bob.py: the file is empty", error_kind="unreadable",
+                   fault="student")
+    assert reason_group(one) == reason_group(other) == "not a notebook or module the grader can read"
+    lookalike = report(status="error", error="not a notebook or module the grader can read: ours")
+    assert reason_group(lookalike) != reason_group(one)  # no kind: the sentence whole, never cut apart

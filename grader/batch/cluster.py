@@ -221,9 +221,9 @@ def worker_problems(here: dict[str, Any], workers: dict[str, dict[str, Any]]) ->
             problems.append(f"{where} cannot read {len(facts['unseen'])} submission(s), e.g. "
                             f"{facts['unseen'][0]} (its directory: {facts['cwd']}): put the submissions "
                             "on a shared filesystem at the same path, or pass absolute paths")
-        if any(layer in facts["sandbox missing"] for layer in CORE_LAYERS):  # the rule of a local batch
-            problems.append(f"{where} lacks the sandbox: "
-                            + "; ".join(f"{k} ({v})" for k, v in facts["sandbox missing"].items())
+        core = {k: v for k, v in facts["sandbox missing"].items() if k in CORE_LAYERS}  # a local batch's rule
+        if core:
+            problems.append(f"{where} lacks the sandbox: " + "; ".join(f"{k} ({v})" for k, v in core.items())
                             + ": bubblewrap's namespaces and the seccomp filter at least; fix that there, "
                             "or pass --no-sandbox to grade without any sandbox")
     return problems

@@ -113,15 +113,27 @@ def _not_among_the_submissions(folder: Path, paths: list[Path]) -> None:
                              "from the course's folder, or pass --assignments DIR")
 
 
+_KIND_REASONS = {
+    "unreadable": "not a notebook or module the grader can read",
+    "wrong_assignment": "a submission for another assignment",
+    "overloaded": "the machine kept it from the CPU past its time limit",
+    "grader_bug": "the grader failed on it (a grader bug)",
+}
+
+
 def reason_group(report: Report) -> str:
     """What an error report's reason is, without the student's own path or details: the key
-    under which a batch's end groups the students not graded."""
+    under which a batch's end groups the students not graded. It is the report's `error_kind`
+    where the fault boundary set one (never parsed from the sentence); otherwise (a file
+    discovery refused, a grading process that died) the sentence, less the student's path."""
+    if report.error_kind is not None:
+        return _KIND_REASONS[report.error_kind]
     reason = report.error or "no reason given"
     path = report.submission.path
     for prefix in (path, display_path(Path(path)) if path else ""):
         if prefix and reason.startswith(prefix + ": "):
             reason = reason[len(prefix) + 2:]
-    return reason.split(" (", 1)[0].split(": ", 1)[0][:120]
+    return reason[:120]
 
 
 def _submitted_at(path: str) -> str | None:

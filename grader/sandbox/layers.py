@@ -186,7 +186,7 @@ def detect() -> Detected:
         missing["user"] = f"the Python environment is not readable by an unprivileged user ({hidden})"
     if not (_own_cgroup("memory") and _own_cgroup("pids")) and v2_parent() is None:
         missing["cgroups"] = ("no writable cgroup here (cgroup v1 memory and pids, or a cgroup v2 root the "
-                              "grader may write: a container's read-only cgroupfs): " + ROOTLESS_LIMITS)
+                              "grader may write: a container's read-only cgroupfs): " + ROOT_LIMITS)
     if not (_own_cgroup("cpu") and _own_cgroup("cpuacct")) and not _v2_has("cpu"):
         missing["cpu"] = "no writable cgroup cpu controller here: " + NO_CPU_SHARE
     if not shutil.which("prlimit"):
@@ -202,6 +202,8 @@ def detect() -> Detected:
     return Detected(layers=tuple(layer for layer in LAYERS if layer not in missing), missing=missing)
 
 
+ROOT_LIMITS = ("memory is capped per process (address space) and processes per sandbox user (uid 65534, every "
+               "sandbox's together: rlimits), not for the whole tree")
 ROOTLESS_LIMITS = ("memory is capped per process (address space) and processes are counted in the "
                    "sandbox's own user namespace (rlimits), not for the whole tree")
 NO_CPU_SHARE = ("no equal CPU share per sandbox, so a timeout the machine caused cannot be told from the "
