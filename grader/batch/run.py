@@ -157,20 +157,22 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
     """Grade what `paths` hold into OUT; with `only`, regrade just those students (forced) and
     rebuild everything else around them. Every update of OUT is one commit (`term.staging`)."""
     found = _as_recorded(discover(paths), paths, out_dir, options.student)
-    failed: list[tuple[str, str, str]] = []  # (student, printable path, reason): error reports
+    # (student, printable path, reason, its group at the batch's end: the reason without their details)
+    failed: list[tuple[str, str, str, str]] = []
     for problem in found.problems:
-        failed.append((problem.student, problem.path, f"{problem.path}: {problem.reason}"))
+        failed.append((problem.student, problem.path, f"{problem.path}: {problem.reason}", problem.reason))
     for student, clash in found.conflicts.items():
         names = ", ".join(display_path(p) for p in clash)
-        failed.append((student, display_path(clash[0]), f"two submissions for one student: {names}"))
+        failed.append((student, display_path(clash[0]), f"two submissions for one student: {names}",
+                       "two submissions for one student"))
     peeked: list[tuple[str, Path, Peek]] = []
     for item in found.submissions:
         try:
             peeked.append((item.student, item.path, peek(item.path)))
         except SubmissionUnreadable as exc:
-            failed.append((item.student, display_path(item.path), str(exc)))
+            failed.append((item.student, display_path(item.path), str(exc), _KIND_REASONS["unreadable"]))
     if only is not None:
-        everyone = {s for s, _, _ in failed} | {s for s, _, _ in peeked}
+        everyone = {f[0] for f in failed} | {s for s, _, _ in peeked}
         unknown = [s for s in only if s not in everyone]
         if unknown:
             import difflib
@@ -195,7 +197,7 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
         assert folder is not None and batch_id is not None  # an assignment is decided for every peeked item
         wrong = wrong_claim(item.path, item.assignment_hint, batch_id, folder, known)
         if wrong is not None:
-            failed.append((student, item.path, str(wrong)))
+            failed.append((student, item.path, str(wrong), _KIND_REASONS["wrong_assignment"]))
         else:
             candidates.append((student, path, item))
 
@@ -205,7 +207,7 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
                            formats=formats, scheduler=scheduler, fail_under=fail_under, settings=settings)
 
 
-def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, str, str]],
+def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, str, str, str]],
                 candidates: list[tuple[str, Path, Peek]], found: Discovery, batch_id: str | None,
                 digest: str | None, *, jobs: int, force: bool, formats: set[str], scheduler: str | None,
                 fail_under: float | None, settings: ExportSettings | None) -> BatchResult:
@@ -220,11 +222,11 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
                          skipped=found.skipped, assignment=batch_id, recovered=recovered, seed=options.seed)
     batch = _Committing(out_dir, settings or ExportSettings(gradescope="gradescope" in formats))
     try:
-        def keep(report: Report) -> None:
+        def keep(report: Report, group: str | None = None) -> None:
             batch.record(report, digest)
             if report.status == "error":
                 result.errors += 1
-                result.not_graded.setdefault(reason_group(report), []).append(report.student or "?")
+                result.not_graded.setdefault(group or reason_group(report), []).append(report.student or "?")
             else:
                 result.graded += 1
                 if any(p.status == "died" for p in report.cell_problems):
@@ -232,8 +234,8 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
             if is_internal(report):
                 result.internal.append(report.student or "?")
 
-        for student, shown, reason in sorted(failed):
-            keep(error_report(Task(student=student, path=shown, options=options), reason))
+        for student, shown, reason, group in sorted(failed):
+            keep(error_report(Task(student=student, path=shown, options=options), reason), group)
         tasks = []
         key = Stored(sha256=None, assignment=batch_id, assignment_digest=digest, grader_version=env.grader,
                      jax_version=env.jax)
