@@ -201,7 +201,8 @@ def knocked(fn, args: list, *calls) -> list[tuple[str, bool | None]]:
 
     exported = jax.export.export(fn if hasattr(fn, "lower") else jax.jit(fn))(*args)
     wire = [[{"t": "py", "v": v} for v in call] for call in calls]
-    job = {"id": "k", "module": base64.b64encode(exported.serialize()).decode(), "calls": wire, "knockouts": True}
+    job = {"id": "k", "module": base64.b64encode(exported.serialize()).decode(), "calls": wire,
+           "knockouts": ["loop", "case"]}
     result = runtime.run_job(job)
     assert result["status"] == "ok", result["detail"]
     found = Constructs.model_validate(result["facts"]["constructs"])
@@ -245,6 +246,10 @@ def test_knockouts_run_only_when_a_check_asks() -> None:
     job = {"id": "k", "module": base64.b64encode(exported.serialize()).decode(),
            "calls": [[{"t": "py", "v": 2.0}, {"t": "py", "v": 1e-6}]]}
     assert runtime.run_job(job)["facts"]["constructs"]["loops"][0].get("does_work") is None
+    cases_only = runtime.run_job({**job, "knockouts": ["case"]})  # a loop no check asks about: no compile
+    assert cases_only["facts"]["constructs"]["loops"][0].get("does_work") is None
+    loops = runtime.run_job({**job, "knockouts": ["loop"]})
+    assert loops["facts"]["constructs"]["loops"][0]["does_work"] is False
 
 
 def test_a_construct_that_does_no_work_fails_with_its_own_sentence() -> None:

@@ -96,7 +96,7 @@ class ModuleRun:
     export: ExportRequest
     inputs: list[list[Value]]
     judged: bool = True
-    knockouts: bool = False
+    knockouts: frozenset[str] = frozenset()  # "loop", "case": the constructs a check asks do the work
 
 
 class Planner:

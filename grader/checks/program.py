@@ -87,7 +87,8 @@ class ProgramCalls:
 
     def __init__(self, planner: Planner, function: str, cases: list[Case], public: set[int],
                  set_globals: dict[str, Value] | None = None, *, inspect_only: bool = False,
-                 judged: bool = True, beyond: list[Case] | None = None, knockouts: bool = False):
+                 judged: bool = True, beyond: list[Case] | None = None,
+                 knockouts: frozenset[str] = frozenset()):
         self.function = function
         self.cases = cases
         self._runs: dict[str, ModuleRun] = {}
@@ -114,7 +115,7 @@ class ProgramCalls:
                 grouped[same.id][1].append([to_wire(v) for v in case.args])
         for export_id, (export, inputs) in grouped.items():
             self._runs[export_id] = ModuleRun(export=export, inputs=inputs, judged=judged and not inspect_only,
-                                              knockouts=knockouts and not inspect_only)
+                                              knockouts=frozenset() if inspect_only else knockouts)
         self.exports = [run.export for run in self._runs.values()]
 
     def runs(self) -> list[ModuleRun]:

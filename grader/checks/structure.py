@@ -38,7 +38,8 @@ class StructureCheckImpl:
                                         public_positions(spec.public, spec.hidden, cases),
                                         inspect_only=self.expected is None, judged=False,
                                         beyond=drawn_beyond(ctx, spec),
-                                        knockouts=spec.loop is not None or spec.case_chooses_output)
+                                        knockouts=frozenset({"loop"} if spec.loop is not None else set())
+                                        | frozenset({"case"} if spec.case_chooses_output else set()))
             self.expected_beyond = reference_values(full_id, spec, ctx, self.program.beyond)
         else:
             self.trace = ctx.planner.trace(spec.function, to_calls(cases)[0], spec.representation)

@@ -62,7 +62,7 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
     left out (its check reads the export's failure instead)."""
     by_module: dict[str, tuple[str, list[tuple[ModuleRun, int]]]] = {}  # digest -> (module, [(run, offset)])
     calls: dict[str, list] = {}
-    knockouts: set[str] = set()  # modules a check asks whether their loops and cases do the work
+    knockouts: dict[str, set[str]] = {}  # module -> the constructs ("loop", "case") a check asks do the work
     for check in checks:
         for run in check.runs():
             obs = observations.get(run.export.id)
@@ -72,8 +72,7 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
             _, placed = by_module.setdefault(digest, (obs.result.module, []))
             job_calls = calls.setdefault(digest, [])
             placed.append((run, len(job_calls)))
-            if run.knockouts:
-                knockouts.add(digest)
+            knockouts.setdefault(digest, set()).update(run.knockouts)
             baked = set(obs.result.baked)  # those values are in the module: not inputs
             job_calls.extend([v for i, v in enumerate(call) if i not in baked] for call in run.inputs)
     if not by_module:
@@ -89,7 +88,7 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
         parts = [all_calls[i:i + MAX_CALLS_PER_JOB] for i in range(0, len(all_calls), MAX_CALLS_PER_JOB)]
         chunks[digest] = [f"{digest}-{n}" for n in range(len(parts))]
         # the first part's facts are the module's (`_inspection`): its calls judge the knockouts
-        jobs += [VerifierJob(id=job_id, module=blob, calls=part, knockouts=digest in knockouts and n == 0)
+        jobs += [VerifierJob(id=job_id, module=blob, calls=part, knockouts=sorted(knockouts.get(digest, ())) if n == 0 else [])
                  for n, (job_id, part) in enumerate(zip(chunks[digest], parts))]
     total = timeout * len(jobs) if budget is None else min(timeout * len(jobs), budget)
     # (a timeout of 0 is the self-check's: no limit of the verifier's own, its alarm stops it)

@@ -131,7 +131,7 @@ class VerifierJob(_Wire):
     module: bytes = Field(max_length=MAX_MODULE_BYTES)
     calls: list[Annotated[list[InputValue], Field(max_length=MAX_INPUTS)]] = Field(
         default_factory=list, max_length=MAX_CALLS)
-    knockouts: bool = Field(default=False, description=(
+    knockouts: list[Literal["loop", "case"]] = Field(default_factory=list, max_length=2, description=(
         "run the module again with each loop and case knocked out (knockout.py): does each do the work?"))
 
 
@@ -231,7 +231,7 @@ def job_line(job: VerifierJob) -> bytes:
     line = {"id": job.id, "module": base64.b64encode(job.module).decode("ascii"),
             "calls": [[value.model_dump() for value in call] for call in job.calls]}
     if job.knockouts:
-        line["knockouts"] = True
+        line["knockouts"] = sorted(set(job.knockouts))
     return (json.dumps(line) + "\n").encode("utf-8")
 
 

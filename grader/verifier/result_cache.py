@@ -30,7 +30,7 @@ def job_key(job: VerifierJob) -> bytes:
     digest = hashlib.sha256()
     digest.update(len(job.module).to_bytes(8, "little"))
     digest.update(job.module)
-    digest.update(b"\x01" if job.knockouts else b"\x00")
+    digest.update(("knockouts:" + ",".join(sorted(set(job.knockouts))) + "\x00").encode())
     for call in job.calls:
         digest.update(b"\x00call")
         for value in call:

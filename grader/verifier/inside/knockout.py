@@ -89,10 +89,11 @@ def _same(a: list, b: list) -> bool:
 
 
 def does_work(exported: Any, constructs: Any, facts: dict, args: list[list[Any]], outputs: list[list[Any]],
-              runner: Any) -> None:
-    """Mark each reported loop and case of `facts["constructs"]` with `does_work` (see the module
-    docstring): `runner(exported)` compiles a module, `args` are the job's decoded calls and
-    `outputs` the module's own leaves for them."""
+              runner: Any, kinds: list[str]) -> None:
+    """Mark each reported loop or case (`kinds`: those a check asks about) of `facts["constructs"]`
+    with `does_work` (see the module docstring): `runner(exported)` compiles a module, `args` are
+    the job's decoded calls and `outputs` the module's own leaves for them. A construct of a kind
+    no check asks about costs no compile."""
     import jax
 
     found = facts.get("constructs") or {}
@@ -100,6 +101,8 @@ def does_work(exported: Any, constructs: Any, facts: dict, args: list[list[Any]]
         return
     budget = MAX_KNOCKOUTS
     for kind, key in (("loop", "loops"), ("case", "cases")):
+        if kind not in kinds:
+            continue
         for position, entry in enumerate(found.get(key, [])):
             if budget <= 0:
                 return

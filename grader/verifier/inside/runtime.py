@@ -573,7 +573,8 @@ def _run_job(job: Any) -> dict:
         result["facts"] = facts
         values: list[list[dict]] = []
         nodes = 0
-        knockouts = job.get("knockouts", False) is True
+        asked = job.get("knockouts", [])
+        knockouts = [k for k in ("loop", "case") if isinstance(asked, list) and k in asked]
         decoded: list[list[Any]] = []
         results: list[list[Any]] = []
         if calls:
@@ -604,7 +605,7 @@ def _run_job(job: Any) -> dict:
                     encoded.append(value)
                 values.append(encoded)
             if knockouts:
-                _sibling("knockout").does_work(exported, constructs, facts, decoded, results, _runner)
+                _sibling("knockout").does_work(exported, constructs, facts, decoded, results, _runner, knockouts)
         result.update(status="ok", values=values)
     except JobError as exc:
         result.update(status="error", values=None, detail=_short(exc))
