@@ -5,6 +5,7 @@ what a batch does with a host that lacks layers."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -141,10 +142,82 @@ def test_a_v2_root_hands_memory_pids_and_cpu_down_to_jax_grader(monkeypatch: pyt
     monkeypatch.setattr(Path, "write_text", recording)
     parent = layers.v2_parent.__wrapped__()
     assert parent == tmp_path / "jax-grader"
-    assert writes == [("cgroup.subtree_control", "+pids +cpu"),
+    assert writes == [("cgroup.subtree_control", "+pids"), ("cgroup.subtree_control", "+cpu"),
                       ("jax-grader/cgroup.subtree_control", "+memory +pids +cpu")]
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(layers, "_own_v2_cgroup", lambda: tmp_path)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     assert layers.v2_parent.__wrapped__() is None  # an ordinary user writes no cgroup here
+
+
+def _fake_delegation(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, writable: bool = True) -> tuple[Path, list]:
+    """A fake unified hierarchy whose root an ordinary user cannot write, with the cgroup this
+    process runs in (user.slice/grade.scope, two processes) delegated to it or not."""
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    own = tmp_path / "user.slice" / "grade.scope"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    (own / "cgroup.procs").write_text("111\n222\n")
+    writes: list[tuple[str, str]] = []
+    real_write = Path.write_text
+
+    def recording(path: Path, text: str, *args, **kwargs) -> int:
+        writes.append((str(path.relative_to(tmp_path)), text))
+        if path.name == "cgroup.subtree_control":  # the kernel makes it with the directory
+            before = path.read_text().split() if path.exists() else []
+            text = " ".join(sorted({*before, *(w.lstrip("+") for w in text.split())}))
+        elif path.name == "cgroup.procs":  # a process moves: it leaves the cgroup it was in
+            left = (own / "cgroup.procs").read_text().replace(text + "\n", "")
+            real_write(own / "cgroup.procs", left)
+            text = (path.read_text() if path.exists() else "") + text + "\n"
+        return real_write(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(layers, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "access", lambda path, mode: writable and Path(path).is_relative_to(own))
+    monkeypatch.setattr(layers, "_own_v2_cgroup", lambda: own)
+    monkeypatch.setattr(Path, "write_text", recording)
+    return own, writes
+
+
+def test_a_delegated_v2_cgroup_moves_the_grader_into_a_leaf_and_hands_controllers_down(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """systemd's Delegate=yes: the grader's processes leave the delegated cgroup for a leaf of their
+    own (cgroup v2 hands no controller down from a cgroup with processes), then the sandboxes'
+    parent gets memory, pids and cpu."""
+    own, writes = _fake_delegation(monkeypatch, tmp_path)
+    parent = layers.v2_parent.__wrapped__()
+    assert parent == own / "jax-grader"
+    scope = "user.slice/grade.scope"
+    assert writes == [(f"{scope}/jax-grader-self/cgroup.procs", "111"),
+                      (f"{scope}/jax-grader-self/cgroup.procs", "222"),
+                      (f"{scope}/cgroup.subtree_control", "+memory"), (f"{scope}/cgroup.subtree_control", "+pids"),
+                      (f"{scope}/cgroup.subtree_control", "+cpu"),
+                      (f"{scope}/jax-grader/cgroup.subtree_control", "+memory +pids +cpu")]
+    assert (own / "cgroup.procs").read_text() == ""
+    # a batch's worker, started in the leaf, finds the same parent and moves nothing
+    monkeypatch.setattr(layers, "_own_v2_cgroup", lambda: own / "jax-grader-self")
+    writes.clear()
+    assert layers.v2_parent.__wrapped__() == parent
+    assert writes == [(f"{scope}/jax-grader/cgroup.subtree_control", "+memory +pids +cpu")]
+
+
+def test_an_ordinary_user_without_delegation_writes_no_cgroup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    own, writes = _fake_delegation(monkeypatch, tmp_path, writable=False)
+    assert layers.v2_parent.__wrapped__() is None
+    assert writes == [] and not (own / "jax-grader-self").exists()
+
+
+def test_a_delegated_cgroup_is_the_rootless_sandbox_s_cgroups_layer(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    own, _ = _fake_delegation(monkeypatch, tmp_path)
+    monkeypatch.setattr(layers, "v2_parent", functools.cache(layers.v2_parent.__wrapped__))
+    monkeypatch.setattr(layers, "_userns_refused", lambda: None)
+    found = layers._rootless()
+    assert "cgroups" in found.layers and "cpu" in found.layers and found.backend == "rootless"
+    groups = layers.create_cgroups(layers.SandboxPolicy(), cpu=True)
+    assert set(groups) == {"memory", "pids", "cpu", "cpuacct"} and groups["memory"].parent == own / "jax-grader"
 
 
 def test_v2_files_tell_an_oom_the_peak_and_the_cpu_time(tmp_path: Path) -> None:
@@ -164,12 +237,6 @@ def test_v2_files_tell_an_oom_the_peak_and_the_cpu_time(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------- read-only cgroups
 
-READ_ONLY_CGROUPS = """set -e
-for point in $(awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts); do
-  mount -o remount,bind,ro "$point" "$point"
-done
-exec "$@"
-"""
 
 
 @pytest.mark.kernel
@@ -188,8 +255,8 @@ def test_with_read_only_cgroups_a_memory_bomb_is_stopped_by_rlimits_inside_names
                     "hoard = [np.empty(32 * 2**20) for _ in range(64)]  # 16 GiB of address space, fast\n")
     report_path = tmp_path / "bomb.json"
     grade = [sys.executable, "-m", "grader", str(bomb), "-a", "ch2-jit", "--json", str(report_path)]
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_CGROUPS,
-                           "sh", *grade], capture_output=True, text=True, timeout=600, cwd=repo_root)
+    done = subprocess.run([str(repo_root / "scripts" / "read-only-cgroups"), *grade], capture_output=True,
+                          text=True, timeout=600, cwd=repo_root)
     assert report_path.exists(), done.stderr[-2000:]
     report = json.loads(report_path.read_text())
     isolation = report["isolation"]

@@ -8,8 +8,9 @@ Layers, each optional so that grading degrades honestly where one is missing:
     user         setpriv drops to an unprivileged uid/gid with no capabilities and no_new_privs
     seccomp      a system-call denylist (grader/sandbox/seccomp.py) that bubblewrap loads before it runs
                  the command: no key ring, file locks, inotify, mounts, namespaces, tracing, ...
-    cgroups      cgroup v1 memory and pids controllers: limits for the whole process tree, and
-                 a list of every process to kill when grading ends
+    cgroups      memory and pids controllers (cgroup v1; v2 as root, or where a cgroup is delegated
+                 to the grader): limits for the whole process tree, and a list of every process
+                 to kill when grading ends
     cpu          cgroup v1 cpu and cpuacct controllers: an equal CPU share per sandbox (however many
                  processes it runs), and its CPU time, which tells a starved timeout from the
                  student's own (grader/sandbox/starvation.py)
@@ -128,33 +129,94 @@ def _own_cgroup(controller: str) -> Path | None:
     return None
 
 
-V2_PARENT = "jax-grader"  # root on a cgroup v2 host: /sys/fs/cgroup/jax-grader/<sandbox>
+V2_PARENT = "jax-grader"  # a cgroup v2 host: <root or the delegated cgroup>/jax-grader/<sandbox>
+V2_SELF = "jax-grader-self"  # a delegated cgroup v2: the grader's own processes, moved out of the way
+V2_CONTROLLERS = ("memory", "pids", "cpu")
 
 
 @functools.cache
 def v2_parent() -> Path | None:
-    """Root on a cgroup v2 (unified) host: a cgroup below the root one, holding no process, whose
-    children (one a sandbox) get the memory, pids and (where the host has it) cpu controllers;
-    None where there is no unified hierarchy or it cannot be written (not root, a container's
-    read-only cgroupfs). The root cgroup is exempt from "no internal processes", so enabling its
-    controllers for its children works whoever else runs in it."""
-    controllers_file = CGROUP_ROOT / "cgroup.controllers"
-    if os.geteuid() != 0 or not controllers_file.is_file():
+    """A cgroup v2 (unified) host: the cgroup whose children are the sandboxes, with the memory,
+    pids and (where the host has it) cpu controllers enabled for them. As root, a cgroup below
+    the root one; as anyone, a cgroup delegated to this process (`_delegated_v2_parent`). None
+    where there is no unified hierarchy or none of it may be written (an ordinary user without
+    delegation, a container's read-only cgroupfs)."""
+    if not (CGROUP_ROOT / "cgroup.controllers").is_file():
+        return None
+    return _root_v2_parent() or _delegated_v2_parent()
+
+
+def _root_v2_parent() -> Path | None:
+    """Root: /sys/fs/cgroup/jax-grader. The root cgroup is exempt from "no internal processes",
+    so enabling its controllers for its children works whoever else runs in it."""
+    if os.geteuid() != 0:
         return None
     try:
-        available = set(controllers_file.read_text().split())
-        if not {"memory", "pids"} <= available:
-            return None
-        wanted = [c for c in ("memory", "pids", "cpu") if c in available]
-        enabled = set((CGROUP_ROOT / "cgroup.subtree_control").read_text().split())
-        if missing := [c for c in wanted if c not in enabled]:
-            (CGROUP_ROOT / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
-        parent = CGROUP_ROOT / V2_PARENT
-        parent.mkdir(mode=0o755, exist_ok=True)
-        (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
-        if not {"memory", "pids"} <= set((parent / "cgroup.subtree_control").read_text().split()):
-            return None
+        return _enable_below(CGROUP_ROOT, CGROUP_ROOT / V2_PARENT)
     except OSError:
+        return None
+
+
+def _delegated_v2_parent() -> Path | None:
+    """The cgroup this process runs in, where it may write it: systemd's delegation (`systemd-run
+    --user --scope -p Delegate=yes grade ...`), a container's own writable cgroup. cgroup v2
+    lets a cgroup that holds processes hand no controller down ("no internal processes"), so
+    its processes (this grader's) move first into a leaf of their own, `jax-grader-self`; a
+    grader process started there (a batch's worker) finds the delegated cgroup above it."""
+    own = _own_v2_cgroup()
+    if own is None:
+        return None
+    if own.name == V2_SELF:
+        own = own.parent
+    needed = [own, own / "cgroup.procs", own / "cgroup.subtree_control"]
+    if not all(os.access(path, os.W_OK) for path in needed):
+        return None
+    try:
+        if not {"memory", "pids"} <= set((own / "cgroup.controllers").read_text().split()):
+            return None
+        if not {"memory", "pids"} <= set((own / "cgroup.subtree_control").read_text().split()):
+            leaf = own / V2_SELF
+            leaf.mkdir(mode=0o755, exist_ok=True)
+            for pid in (own / "cgroup.procs").read_text().split():
+                try:
+                    (leaf / "cgroup.procs").write_text(pid)
+                except ProcessLookupError:
+                    continue  # it exited meanwhile
+        return _enable_below(own, own / V2_PARENT)
+    except OSError:
+        return None
+
+
+def _own_v2_cgroup() -> Path | None:
+    """This process's cgroup in the unified hierarchy (/proc/self/cgroup's "0::" line)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("0::"):
+            return CGROUP_ROOT / line[3:].strip().lstrip("/")
+    return None
+
+
+def _enable_below(top: Path, parent: Path) -> Path | None:
+    """Enable the memory, pids (and cpu) controllers in `top` for its children and in `parent`
+    (created below it) for the sandboxes; `parent`, or None where memory or pids will not go down."""
+    available = set((top / "cgroup.controllers").read_text().split())
+    if not {"memory", "pids"} <= available:
+        return None
+    wanted = [c for c in V2_CONTROLLERS if c in available]
+    enabled = set((top / "cgroup.subtree_control").read_text().split())
+    for controller in [c for c in wanted if c not in enabled]:
+        try:
+            (top / "cgroup.subtree_control").write_text(f"+{controller}")
+        except OSError:
+            if controller != "cpu":
+                raise
+            wanted.remove("cpu")  # refused (a realtime thread in a cgroup, say): the sandboxes go without it
+    parent.mkdir(mode=0o755, exist_ok=True)
+    (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+    if not {"memory", "pids"} <= set((parent / "cgroup.subtree_control").read_text().split()):
         return None
     return parent
 
@@ -214,7 +276,8 @@ def _rootless() -> Detected:
     """The layers an ordinary user gets: bubblewrap in an unprivileged user namespace (its own
     mount, pid, network, ipc and uts namespaces; uid 65534 inside, which is the grader's own
     uid outside), the seccomp filter, and rlimits applied inside the namespace (so the process
-    count is the sandbox's alone). No cgroup, no tmpfs mount the grader could reach."""
+    count is the sandbox's alone); the cgroups where one is delegated to this process (cgroup v2).
+    No tmpfs mount the grader could reach."""
     missing: dict[str, str] = {}
     if not shutil.which("bwrap"):
         missing["namespaces"] = "bubblewrap (bwrap) is not installed"
@@ -222,8 +285,11 @@ def _rootless() -> Detected:
         missing["namespaces"] = why
     if "namespaces" in missing:
         missing["user"] = "an ordinary user gets another uid only in a user namespace (bubblewrap), refused here"
-    missing["cgroups"] = "an ordinary user has no writable cgroup here: " + ROOTLESS_LIMITS
-    missing["cpu"] = "an ordinary user has no writable cgroup here: " + NO_CPU_SHARE
+    if v2_parent() is None:
+        missing["cgroups"] = ("an ordinary user has no writable cgroup here (none delegated: on a systemd host, "
+                              "run the grader under `systemd-run --user --scope -p Delegate=yes`): " + ROOTLESS_LIMITS)
+    if not _v2_has("cpu"):
+        missing["cpu"] = "an ordinary user has no writable cgroup cpu controller here: " + NO_CPU_SHARE
     if not shutil.which("prlimit"):
         missing["rlimits"] = "prlimit is not installed"
     missing["scratch"] = ("an ordinary user cannot mount a tmpfs the grader can reach: the scratch is a plain "
