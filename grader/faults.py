@@ -46,8 +46,15 @@ MAX_REASON = 500
 
 
 def one_line(exc: BaseException, limit: int = MAX_REASON) -> str:
-    """An exception as one bounded line: its type and the first line of its message."""
-    text = (str(exc).strip().splitlines() or [""])[0]
+    """An exception as one bounded line: its type and the first line of its message, with what a
+    line ending in ":" announces (the next line, and the indented ones under it), so that no
+    sentence stops at its colon."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0].strip() if lines else ""
+    for line in lines[1:]:
+        if not (text.endswith(":") or line[:1].isspace()):
+            break
+        text += " " + line.strip()
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -18,8 +18,10 @@ from grader.judging.attribution import defined_names
 from grader.report import Report
 from grader.submission import SourceCell
 
+# without it a phone lays out the page at 980 px and shows it at 0.4 scale
+VIEWPORT = "<meta name='viewport' content='width=device-width, initial-scale=1'>"
 _STYLE = """
-body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:76em;color:#222}
+body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:76em;padding:0 1em;color:#222}
 h1{font-size:1.4em}h2{font-size:1.15em;margin:0}.score{float:right;font-weight:600}
 section{border:1px solid #ddd;border-radius:6px;margin:1.2em 0;padding:.8em 1em}
 .cols{display:flex;gap:1.2em;flex-wrap:wrap}.code{flex:3 1 34em;min-width:0}.checks{flex:2 1 22em;padding:0}
@@ -27,6 +29,9 @@ pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:13px;margin:.4em 0
 li{margin:.35em 0;list-style:none}.passed::before{content:"✓ ";color:#1a7f37}
 .failed::before,.error::before,.timeout::before{content:"✗ ";color:#cf222e}.skipped::before{content:"– "}
 .asks{color:#555;font-size:.92em;display:block}.full{color:#1a7f37}.part{color:#9a6700}.none{color:#cf222e}
+h1,h2,li,p{overflow-wrap:anywhere}
+@media (max-width:40em){body{margin:.8em auto;padding:0 .6em}section{padding:.6em .7em}
+.score{float:none;display:block}pre{font-size:12px}h1{font-size:1.25em}}
 """
 
 
@@ -55,6 +60,12 @@ def _fraction_class(score: float, max_score: float) -> str:
     return "part" if score > 0 else "none"
 
 
+def _cell(cell: SourceCell) -> str:
+    """A code cell under the name the messages give it: "cell 4" (Jupyter's number), a module's "line 12"."""
+    where = f"cell {cell.number}" if cell.number is not None else f"line {cell.first_line}"
+    return f"<p class='where'>{where}</p><pre data-cell='{cell.index}'>{html.escape(text(cell.source))}</pre>"
+
+
 def page(report: Report, cells: list[SourceCell]) -> str:
     """The feedback page of one graded submission and its code cells."""
     e = html.escape
@@ -66,15 +77,16 @@ def page(report: Report, cells: list[SourceCell]) -> str:
             if defined & wanted:
                 owner.setdefault(cell.index, exercise_id)
     who = f" · {e(text(report.student))}" if report.student else ""
-    head = (f"<!doctype html><html lang='en'><meta charset='utf-8'><title>{e(text(report.assignment))} feedback"
-            f"</title><style>{_STYLE}</style><h1>{e(text(report.assignment))}{who}"
+    head = (f"<!doctype html><html lang='en'><meta charset='utf-8'>{VIEWPORT}"
+            f"<title>{e(text(report.assignment))} feedback</title><style>{_STYLE}</style>"
+            f"<h1>{e(text(report.assignment))}{who}"
             f"<span class='score {_fraction_class(report.score, report.max_score)}'>"
             f"{report.score:g} / {report.max_score:g}</span></h1>")
     parts = [head, _final(report)]
     if report.status == "error":
         parts.append(f"<p class='none'>Not graded: {e(text(report.error))}</p>")
     for exercise in report.exercises:
-        code = "".join(f"<pre data-cell='{cell.index}'>{e(text(cell.source))}</pre>"
+        code = "".join(_cell(cell)
                        for cell in cells if owner.get(cell.index) == exercise.id)
         checks = []
         for c in exercise.checks:
@@ -91,7 +103,7 @@ def page(report: Report, cells: list[SourceCell]) -> str:
                      f"<p>{passed} of {len(exercise.checks)} checks passed</p><div class='cols'>"
                      f"<div class='code'>{code or '<p>No cell defines its names.</p>'}</div>"
                      f"<ul class='checks'>{''.join(checks)}</ul></div></section>")
-    others = "".join(f"<pre data-cell='{cell.index}'>{e(text(cell.source))}</pre>"
+    others = "".join(_cell(cell)
                      for cell in cells if cell.index not in owner)
     if others:
         parts.append(f"<section data-exercise=''><h2>Your other cells</h2>{others}</section>")

@@ -18,6 +18,10 @@ What is escaped, visibly (`\\x1b`, `\\u202e`, `\\n`), never dropped:
   make printing or writing UTF-8 fail;
 - a few invisible letters used to make blank-looking names (Hangul fillers, U+034F).
 
+A message shown on a terminal (`flowing`) reads as one line: its own line breaks and
+indentation become single spaces (a cell's `assert ok, "wrong:\\n  expected ..."`), never a
+literal `\\n`, and no part of it can start a line of the grader's.
+
 Letters of any script are kept: `classreport` marks ids with non-ASCII letters instead, so that
 `alice` and a Cyrillic look-alike can be told apart. Backslashes are kept as they are, so a
 student's literal "\\x1b" reads the same as an escaped ESC: harmless, since it is inert either way.
@@ -25,15 +29,17 @@ student's literal "\\x1b" reads the same as an escaped ESC: harmless, since it i
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
-MESSAGE_LIMIT = 500  # characters of a message (a check's, a cell's, an error) shown on a terminal
+MESSAGE_LIMIT = 1000  # characters of a message (a check's, a cell's, an error) shown on a terminal
 NAME_LIMIT = 80  # characters of an id (a student's, an assignment's, a check's) on a terminal
 PATH_LIMIT = 200  # characters of a path on a terminal
 
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # not Cf, yet shown as nothing
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_BREAK = re.compile(r"[ \t]*(?:\r?\n|\t)[ \t]*")  # a line break or a tab, and the indentation around it
 
 # OWASP, CSV Injection: no cell may begin with these (a spreadsheet would read a formula)
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
@@ -82,6 +88,30 @@ def terminal(text: object, limit: int | None = None) -> str:
     "… (N more characters)", N counting the characters of `text` that were cut.
     """
     return _inert(text, limit, keep="")
+
+
+def flowing(value: object, limit: int | None = None) -> str:
+    """A message as one line of a terminal, as a student reads it: its own line breaks, tabs and
+    indentation (a cell's `assert ok, f"wrong:\\n  expected {a}\\n  got {b}"`) become single spaces
+    instead of a literal `\\n`, so no part of it can start a line of the grader's; everything else
+    is escaped as by `terminal`. Cut to `limit` where a clause ends (". ", "; ", ", ", ": "), else
+    between words, never mid-word when a break is near, followed by "… (N more characters)"."""
+    s = _BREAK.sub(" ", str(value)).strip(" ")
+    shown = _inert(s, None, keep="")
+    if limit is None or len(shown) <= limit:
+        return shown
+    raw = used = 0  # characters of `s` whose escaped form fits in `limit`
+    while raw < len(s):
+        used += len(escape_char(s[raw]) if unsafe(s[raw]) else s[raw])
+        if used > limit:
+            break
+        raw += 1
+    head = s[:raw]
+    cut = max(head.rfind(mark) + 1 for mark in (". ", "; ", ", ", ": "))
+    if cut < raw // 2:
+        cut = head.rfind(" ") if head.rfind(" ") >= raw // 2 else raw
+    kept = head[:cut].rstrip()
+    return _inert(kept, None, keep="") + _cut(len(s) - len(kept))
 
 
 def name(text: object, limit: int = NAME_LIMIT) -> str:

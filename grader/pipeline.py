@@ -6,14 +6,14 @@ import functools
 import secrets
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
+from grader.assignment_choice import choose_assignment
 from grader.checks import Seen
-from grader.errors import AssignmentBug, MachineOverloaded, UsageError, WrongAssignment
+from grader.errors import AssignmentBug, MachineOverloaded
 from grader.faults import one_line
 from grader.judging.attribution import attribute
 from grader.judging.plan import observe_all, only, plan
@@ -26,7 +26,7 @@ from grader.options import GradeOptions
 from grader.report import Isolation, Report, SubmissionRef, environment
 from grader.sandbox.layers import SandboxPolicy, available
 from grader.sandbox.starvation import REGRADES
-from grader.submission import Submission, claim_text, read_submission
+from grader.submission import read_submission
 from grader.verifier.client import Verifier
 
 
@@ -53,94 +53,6 @@ def kernels_for(options: GradeOptions) -> Callable[[], Kernel]:
 # Every choice of the assignment a submission is graded as is made here: one file
 # (`choose_assignment`), a batch (`decide_assignment`, then `wrong_claim` per notebook) and the
 # Gradescope bundle (`only_assignment`).
-
-
-def only_assignment(known: list[str]) -> str | None:
-    """The one assignment there is, when the assignments folder holds exactly one: the last resort
-    of every choice (and the whole of a Gradescope bundle's, which holds one)."""
-    return known[0] if len(known) == 1 else None
-
-
-def wrong_claim(path: str, hint: str | None, graded_id: str, graded_folder: Path, known: list[str], *,
-                graded_as: str = "this batch grades") -> WrongAssignment | None:
-    """Why what a notebook names (`hint`) keeps it from being graded as the instructor's assignment
-    (`graded_id`, in `graded_folder`), or None.
-
-    What a notebook names is the student's: it may only be the id of an assignment in the
-    assignments folder (never a path, so nothing in the submissions folder is loaded as instructor
-    code), and it must be the one graded.
-    """
-    if hint is None or hint == graded_id:
-        return None
-    if hint not in known:
-        return WrongAssignment(path, claim_text(hint))
-    if assignments.resolve(hint).resolve() != graded_folder:
-        return WrongAssignment(path, hint, graded_id, graded=graded_as)
-    return None
-
-
-def choose_assignment(submission: Submission, options: GradeOptions) -> str:
-    """-a (the instructor's: an id or a folder), else the notebook's `grader.assignment`, else the
-    file name, else the only one.
-
-    A notebook's claim that `wrong_claim` refuses makes the submission not gradable:
-    WrongAssignment (an error report in a batch, exit 2 for one file).
-    """
-    known = assignments.available()
-    hint = submission.assignment_hint
-    if options.assignment:  # the instructor's, also a folder outside the assignments folder
-        if hint is not None:
-            wanted = assignments.resolve(options.assignment).resolve()
-            wanted_id = assignments.load(options.assignment).spec.id  # loaded once a process
-            wrong = wrong_claim(submission.path, hint, wanted_id, wanted, known,
-                                graded_as="it is being graded as")
-            if wrong is not None:
-                raise wrong
-        return options.assignment
-    if hint is not None and hint not in known:
-        raise WrongAssignment(submission.path, claim_text(hint))
-    if hint is not None:
-        return str(assignments.assignments_dir() / hint)  # the instructor's folder, never one elsewhere
-    stem = Path(submission.path).stem
-    if stem in known:
-        return str(assignments.assignments_dir() / stem)
-    only_one = only_assignment(known)
-    if only_one is not None:
-        return str(assignments.assignments_dir() / only_one)
-    if not known:
-        raise assignments.not_found(stem)
-    raise UsageError(f"cannot tell which assignment {submission.path} is for; pass -a ({', '.join(known)})")
-
-
-def decide_assignment(requested: str | None, hints: list[str | None], *, needed: bool = True) -> str | None:
-    """The one assignment a batch grades: -a, else the one that a strict majority of the readable
-    submissions names, else the only assignment there is; otherwise the batch asks for -a.
-
-    `hints` has one entry per readable submission: what its notebook names, or None. A majority,
-    not any claim: one notebook naming another assignment in a class of modules cannot decide
-    what the others are graded as; it gets its own error report (`wrong_claim`). Returns None when
-    nothing is `needed` (no readable submission) and nothing tells.
-    """
-    if requested:
-        return requested
-    known = assignments.available()
-    counts = Counter(h for h in hints if h in known)
-    if counts:
-        top, votes = counts.most_common(1)[0]
-        if 2 * votes > len(hints):
-            return top
-        listed = ", ".join(f"{n} for {a}" for a, n in sorted(counts.items()))
-        unnamed = len(hints) - sum(counts.values())
-        raise UsageError(f"the submissions do not agree on an assignment ({listed}"
-                         + (f", {unnamed} naming none" if unnamed else "")
-                         + "): pass -a to say which one this batch grades")
-    only_one = only_assignment(known)
-    if only_one is not None:
-        return only_one
-    if not needed:
-        return None
-    raise UsageError("cannot tell which assignment this batch grades (no notebook names one): pass -a"
-                     + (f" ({', '.join(known)})" if known else ""))
 
 
 class _Preparation:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import textwrap
 
-from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, name, terminal
-from grader.report import ExerciseResult, Report
+from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, flowing, name, terminal
+from grader.judging.attribution import in_live_cells
+from grader.report import CheckResult, ExerciseResult, Report
 
 _MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "skipped": "-"}
 
@@ -32,9 +33,16 @@ def _colour(score: float, max_score: float) -> str:
     return "32" if max_score and score >= max_score else "33" if score > 0 else "31"
 
 
+def _check(c: CheckResult) -> str:
+    """A check as the exercise says it (its title, "newton_sqrt on hidden values of a"), never its id."""
+    return flowing(c.title, MESSAGE_LIMIT)
+
+
 def _check_lines(ex: ExerciseResult, verbose: bool = False) -> list[str]:
     """Why points were lost: "not answered yet" once, or each failed check with its message (and
-    the checks the self-check leaves to the hand-in, in one line)."""
+    the checks the self-check leaves to the hand-in, in one line). Checks are named by their
+    titles, in the exercise's words; `verbose` (the instructor's -v) names them by id and lists
+    the passed ones too."""
     later = [c for c in ex.checks if c.reason == "on_hand_in"]
     judged = [c for c in ex.checks if c not in later]
     missing = [c.not_answered for c in judged if c.not_answered is not None]
@@ -42,27 +50,54 @@ def _check_lines(ex: ExerciseResult, verbose: bool = False) -> list[str]:
         names = sorted({m.name for m in missing})
         causes = sorted({m.because for m in missing if m.because})
         return [f"      - not answered yet: define {', '.join(name(n) for n in names)}"] + [
-            f"        because {terminal(cause, MESSAGE_LIMIT)}" for cause in causes]
+            f"        because {flowing(cause, MESSAGE_LIMIT)}" for cause in causes]
     lines = []
     if later:
-        ids = ", ".join(name(c.id.split(".", 1)[-1]) for c in later)
+        titles = "; ".join(_check(c) for c in later)
         points = _points(sum(c.max_score for c in later))
-        lines.append(f"      - {len(later)} checked when you hand in ({points} pts): {ids}")
+        lines.append(f"      - {len(later)} checked when you hand in ({points} pts): {titles}")
+    gated = _gated(ex)
     for c in ex.checks:
         if verbose and c.status == "passed":
-            lines.append(f"      ✓ {name(c.id)}, {_points(c.max_score)} pts: {terminal(c.title, MESSAGE_LIMIT)}")
+            lines.append(f"      ✓ {name(c.id)}, {_points(c.max_score)} pts: {_check(c)}")
+        if id(c) in gated:
+            group = gated[id(c)]
+            if group:  # the first of the checks one failed form check holds back: one line for all
+                which = f" ({', '.join(name(g.id) for g in group)})" if verbose else ""
+                points = _points(sum(g.max_score for g in group))
+                lines.append(f"      {_MARK[c.status]} {len(group)} checks{which}, {points} pts: "
+                             f"{flowing(c.message, MESSAGE_LIMIT)}")
+            continue
         if c.status != "passed" and c not in later:
             tag = " (hidden inputs)" if c.hidden else ""
-            lines.append(f"      {_MARK[c.status]} {name(c.id)}{tag}, {_points(c.max_score)} pts: "
-                         f"{terminal(c.message, MESSAGE_LIMIT)}")
-            lines.extend(f"          the exercise asks: {terminal(r, MESSAGE_LIMIT)}" for r in c.requirements)
+            which = f"{name(c.id)}{tag}, {_points(c.max_score)} pts" if verbose else \
+                f"{_check(c)}{tag} ({_points(c.max_score)} pts)"
+            lines.append(f"      {_MARK[c.status]} {which}: {flowing(c.message, MESSAGE_LIMIT)}")
+            lines.extend(f"          the exercise asks: {flowing(r, MESSAGE_LIMIT)}" for r in c.requirements)
     return lines
 
 
+def _gated(ex: ExerciseResult) -> dict[int, list[CheckResult]]:
+    """The skipped checks that one failed check holds back with one sentence (a form check: eight
+    calls not judged while `predictions` is not eight True/False values), when there are several:
+    the first maps to the whole group, the others to an empty list (keyed by `id()`). One cause,
+    one line."""
+    groups: dict[tuple[str, str | None], list[CheckResult]] = {}
+    for c in ex.checks:
+        if c.status == "skipped" and c.reason == "same_cause" and c.same_as is not None:
+            groups.setdefault((c.same_as, c.message), []).append(c)
+    out: dict[int, list[CheckResult]] = {}
+    for group in groups.values():
+        if len(group) > 1:
+            out.update({id(c): (group if i == 0 else []) for i, c in enumerate(group)})
+    return out
+
+
 def summary_exercise(ex: ExerciseResult) -> str:
-    """One exercise, for the notebook's self-check cells."""
-    pending = sum(c.max_score for c in ex.checks if c.reason == "on_hand_in")
-    head = "✅" if ex.score == ex.max_score else "⏳" if ex.score + pending == ex.max_score else "❌"
+    """One exercise, for the notebook's self-check cells (cells named as the notebook numbers them)."""
+    ex = in_live_cells(ex)
+    failed = any(c.status != "passed" and c.reason != "on_hand_in" for c in ex.checks)  # a 0-point one too
+    head = "❌" if failed else "✅" if ex.score == ex.max_score else "⏳"
     return "\n".join([f"{head} {terminal(ex.title)}: {_points(ex.score)} / {_points(ex.max_score)}"]
                      + _check_lines(ex))
 
@@ -86,7 +121,7 @@ def summary(report: Report, *, color: bool = False, verbose: bool = False, width
 
     lines = [f"{name(report.assignment)} · {terminal(report.submission.path, PATH_LIMIT)}"]
     if report.status == "error":
-        lines.append(paint(f"  not graded: {terminal(report.error, MESSAGE_LIMIT)}", "31"))
+        lines.append(paint(f"  not graded: {flowing(report.error, MESSAGE_LIMIT)}", "31"))
     titles = [terminal(ex.title) for ex in report.exercises]
     column = max((len(t) for t in titles), default=0)
     for ex, title in zip(report.exercises, titles):
@@ -98,7 +133,7 @@ def summary(report: Report, *, color: bool = False, verbose: bool = False, width
     for problem in report.cell_problems:
         if problem.exercise is not None:
             continue  # told under its exercise
-        lines.append(paint(f"  note: {terminal(problem.message, MESSAGE_LIMIT)}", "2"))
+        lines.append(paint(f"  note: {flowing(problem.message, MESSAGE_LIMIT)}", "2"))
     total = f"{_points(report.score)} / {_points(report.max_score)}"
     lines.append(f"Total {paint(total, '1')}   (seed {report.seed}, {report.duration_s:.1f} s)")
     if report.late is not None:
@@ -106,7 +141,7 @@ def summary(report: Report, *, color: bool = False, verbose: bool = False, width
                      f"{report.late.due}: -{_points(report.late.points)} ({report.late.rule})")
     for a in report.adjustments:
         lines.append(f"  adjusted {a.points:+g} by {terminal(a.by, 60)} on {terminal(a.at, 40)}: "
-                     f"{terminal(a.reason, MESSAGE_LIMIT)}")
+                     f"{flowing(a.reason, MESSAGE_LIMIT)}")
     if report.final_score is not None:
         lines.append(f"Final {paint(f'{_points(report.final)} / {_points(report.max_score)}', '1')}")
     return "\n".join(lines)

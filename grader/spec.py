@@ -322,17 +322,48 @@ class EagerCheck(_CheckBase):
     count_argument: int | None = Field(default=None, ge=0, description=(
         "the argument position whose value the count must equal (num_steps: a Python loop calling step "
         "num_steps times)"))
+    at_least: float | None = Field(default=None, description=(
+        "item `output` of every result is a number at least this (the chapter's \"at least 1 iteration\")"))
+    increasing: bool = Field(default=False, description=(
+        "item `output` grows strictly from each case's result to the next's (\"a smaller tol should take "
+        "more iterations\")"))
 
     @model_validator(mode="after")
     def _what_it_judges(self) -> EagerCheck:
-        if not (self.reference or self.counts or self.cases.generator):
-            raise ValueError("needs a reference, counts, or a generator giving expected values")
+        if not (self.reference or self.counts or self.cases.generator or self.at_least is not None
+                or self.increasing):
+            raise ValueError("needs a reference, counts, at_least, increasing, or a generator giving "
+                             "expected values")
         if (self.counts is None) != (self.count_argument is None):
             raise ValueError("counts and count_argument go together")
         if self.hidden and self.cases.generator is None:
             raise ValueError("a hidden check must draw its inputs from a generator")
         if any(len(group) < 2 or len(set(group)) != len(group) for group in self.same_object):
             raise ValueError("each same_object group names two or more distinct positions")
+        return self
+
+
+class FormCheck(_CheckBase):
+    """The form of a written answer, before what it says: how many values the notebook's `name`
+    holds and of which kind ("a list of 8 bools"). It reveals no answer, so the self-check judges
+    it; the answer and custom checks of its exercise that read `name` are judged only once it
+    holds (until then they are `skipped`, pointing to it: one message, not one per answer)."""
+
+    kind: Literal["form"] = "form"
+    name: PythonName = Field(description="the variable holding the answers")
+    items: Literal["bool", "letter"] = Field(description=(
+        "what each answer must be: 'bool' a bool-like value (True/False, a NumPy or JAX bool, the ints 0 and "
+        "1), 'letter' a string of one letter (case and spaces do not matter)"))
+    length: int | None = Field(default=None, ge=1, description=(
+        "a sequence (list, tuple, 1-D array) of exactly this many answers"))
+    keys: list[str | int] | None = Field(default=None, min_length=1, description=(
+        "a dict whose keys are among these (an int key matches its str form); a key left out is an answer "
+        "not given yet, which the answer checks say, not a wrong form"))
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> FormCheck:
+        if (self.length is None) == (self.keys is None):
+            raise ValueError("give either length (a sequence) or keys (a dict), not both or neither")
         return self
 
 
@@ -347,7 +378,8 @@ class AnswerCheck(_CheckBase):
     accept: list[JsonValue] = Field(min_length=1, description="accepted answers; strings compare case- and space-insensitively")
 
 
-CHECK_SPECS = (InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck, EagerCheck)
+CHECK_SPECS = (InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck,
+               EagerCheck, FormCheck)
 """Every kind of check: the one list (grader/checks/ pairs each with its implementation)."""
 CHECK_KINDS = frozenset(spec.model_fields["kind"].default for spec in CHECK_SPECS)
 

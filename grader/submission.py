@@ -64,10 +64,20 @@ _SELFCHECK_CALL = re.compile(r"""check\(\s*["'](?P<exercise>[\w-]+)["']\s*(?:,\s
 """The template's call (`check("tax", "ch2-jit")`), as written or with its assignment left out."""
 
 
+SELFCHECK_NOT_INSTALLED = (
+    "⚠️ The course's self-check is not installed for this notebook: put the wheel from your handout "
+    "beside the notebook (in Colab, upload it with the Files pane), run "
+    "%pip install jax_course_selfcheck-*.whl in a cell, then run this cell again.")
+SELFCHECK_GUARD = (f"try:\n    {SELFCHECK_IMPORT}\nexcept ModuleNotFoundError:\n"
+                   f"    check = lambda *args: print({SELFCHECK_NOT_INSTALLED!r})\n")
+"""The template's import of the self-check: without the pack installed in the kernel's Python,
+the cell says in one sentence how to install it instead of a traceback."""
+
+
 def selfcheck_source(exercise: str, assignment: str) -> str:
     """What the template's self-check cell of an exercise holds (scripts/make_notebooks.py writes
     it): the lines the grader leaves out of a cell tagged `selfcheck`."""
-    return f'{SELFCHECK_IMPORT}\ncheck("{exercise}", "{assignment}")'
+    return f'{SELFCHECK_GUARD}check("{exercise}", "{assignment}")'
 
 
 SUFFIXES = {".ipynb": "notebook", ".py": "module"}
@@ -87,8 +97,8 @@ class SourceCell(BaseModel):
     source: str
     first_line: int = 1
     number: int | None = Field(default=None, description=(
-        "a notebook's cells as Jupyter numbers them after Run All: the code cells that run, from 1 "
-        "(`index` counts markdown cells too)"))
+        "a notebook's cells as Jupyter numbers them after Run All: the code cells that are not blank, "
+        "from 1, the template's self-check cells too (`index` counts markdown cells too)"))
     notice: str | None = Field(default=None, description=(
         "what the report says of this cell whatever it does, after the cell's name (a self-check cell "
         "the student wrote code in: graded, its self-check call left out)"))
@@ -135,7 +145,9 @@ def display_path(path: str | os.PathLike[str]) -> str:
         return raw.decode("utf-8", "backslashreplace")
 
 
-_claim_repr = reprlib.Repr(maxlevel=2, maxstring=CLAIM_CHARS, maxother=CLAIM_CHARS, maxlist=4, maxdict=4)
+_claim_repr = reprlib.Repr()  # limits set one by one: Repr() takes them as arguments from Python 3.12
+_claim_repr.maxlevel, _claim_repr.maxstring, _claim_repr.maxother = 2, CLAIM_CHARS, CLAIM_CHARS
+_claim_repr.maxlist = _claim_repr.maxdict = 4
 
 
 def claim_text(value: object) -> str:
@@ -330,6 +342,7 @@ def _notebook_cells(text: str, shown: str) -> tuple[list[SourceCell], str | None
         raise SubmissionUnreadable(shown, _too_many_cells(len(cells_in)))
     cells = []
     chars = 0
+    numbered = 0  # the code cells Jupyter numbers after Run All, self-check cells too: all but blank ones
     for i, cell in enumerate(cells_in):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -341,6 +354,7 @@ def _notebook_cells(text: str, shown: str) -> tuple[list[SourceCell], str | None
         if not isinstance(source, str):
             raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook (cell {i + 1}'s source "
                                               "is not text)")
+        numbered += 1 if source.strip() else 0
         notice = None
         if isinstance(tags, list) and SKIP_TAG in tags:
             source, notice = _own_code(_newlines(source))
@@ -349,7 +363,7 @@ def _notebook_cells(text: str, shown: str) -> tuple[list[SourceCell], str | None
             chars += len(source)
             if chars > MAX_SOURCE_CHARS:
                 raise SubmissionUnreadable(shown, _too_much_code(chars))
-            cells.append(SourceCell(index=i, source=source, number=len(cells) + 1, notice=notice))
+            cells.append(SourceCell(index=i, source=source, number=numbered, notice=notice))
     return cells, hint
 
 
@@ -358,6 +372,8 @@ def _own_code(source: str) -> tuple[str, str | None]:
     unindented `check("exercise", "assignment")` calls, each left as an empty line so that line
     numbers stay the cell's), and the note the report gives when something is left."""
     exercises = []
+    if SELFCHECK_GUARD in source:  # the template's guarded import, its lines left empty
+        source = source.replace(SELFCHECK_GUARD, "\n" * SELFCHECK_GUARD.count("\n"), 1)
     lines = _lines(source)
     for n, line in enumerate(lines):
         text = line.strip()

@@ -79,7 +79,7 @@ def test_a_hanging_function_costs_one_probe_timeout(submission_from_reference) -
     assert len(timed_out) >= 4
     # the verifier ran its program once for all the checks (one timeout, one reason for all), and
     # the kernel's compile count once: no check paid a timeout of its own
-    reasons = {(c.message or "").rsplit("did not finish", 1)[-1].replace("in an earlier check; not called again", "")
+    reasons = {(c.message or "").rsplit("did not finish", 1)[-1].replace(" in an earlier check; not called again", "")
                for c in timed_out}
     assert len(reasons) <= 2, [(c.id, c.message) for c in timed_out]
 

@@ -660,13 +660,16 @@ def test_custom_detective(ch2, ctx) -> None:
 
 
 def test_custom_detective_wrong_shape_of_answer(ch2, ctx) -> None:
-    check = make_check(ch2, ctx, "detective.call_1")
-    assert_failed(check.judge(observed(check, lambda r: values(r, [[True] * 7], op="value"))), "list of 8",
-                  "(7 items)")
-    assert_failed(check.judge(observed(check, lambda r: values(r, [7], op="value"))), "not a list")
+    """A wrong form is said once, by detective.form; the calls wait for it (grader.checks.form)."""
+    check, form = make_check(ch2, ctx, "detective.call_1"), make_check(ch2, ctx, "detective.form")
     text_first = SeqValue(t="list", items=[OpaqueValue(type="str", repr="'yes'")] + [to_wire(True)] * 7)
-    obs = lambda r: Observation(id=r.id, status="ok", result=ValuesResult(op="value", values=[text_first]))  # noqa: E731
-    assert_failed(check.judge(observed(check, obs)), "item 1", "not True/False")
+    for given, fragments in (([[True] * 7], ("hold 8 values", "it holds 7")), ([7], ("it is a single value",)),
+                             ([], ("item 1 is a str ('yes'), not True or False",))):
+        obs = (lambda r, v=given: values(r, v, op="value")) if given else \
+            (lambda r: Observation(id=r.id, status="ok", result=ValuesResult(op="value", values=[text_first])))
+        assert_failed(form.judge(observed(form, obs)), *fragments)
+        waiting = check.judge(observed(check, obs))
+        assert (waiting.status, waiting.reason, waiting.same_as) == ("skipped", "same_cause", "detective.form")
 
 
 def _rule_counts(ch2, check) -> list[int]:

@@ -99,3 +99,45 @@ def test_the_page_in_a_browser_shows_cells_beside_verdicts(submission_from_refer
     shot = tmp_path / "feedback.png"
     chromium(tmp_path, "--window-size=1280,1600", f"--screenshot={shot}", html_file.as_uri())
     assert shot.stat().st_size > 10_000
+
+
+def _on_a_phone(page_file: Path, shot: Path) -> dict[str, float]:
+    """The page in headless Chromium emulating a 375 px phone (scripts/phone-view)."""
+    import json
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "phone-view"
+    done = subprocess.run([sys.executable, str(script), str(page_file), str(shot), "--height", "812"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@needs_chromium
+def test_both_pages_read_on_a_phone(tmp_path: Path) -> None:
+    """A phone lays out a page without a viewport tag at 980 px and shows it at 0.4 scale: each
+    page says `width=device-width`, and at 375 px nothing is wider than the screen (long
+    messages, code and names wrap or scroll inside their own box)."""
+    from grader.outputs.classreport import write_class_report
+    from tests.test_classreport import class_of_four
+
+    long = "the iteration count must follow the stopping rule " * 6
+    check = CheckResult(id="newton.iterations", title="newton_sqrt's iteration count follows the stopping rule",
+                        status="failed", score=0, max_score=3, hidden=False, message=long,
+                        requirements=["newton_sqrt(a, tol) returns (root, number_of_iterations)"])
+    report = Report(assignment="ch2-jit", submission=SubmissionRef(path="s.py", sha256=None, kind="module"),
+                    student="a_student_with_a_very_long_name_indeed@example.org", status="graded", score=0,
+                    max_score=3, exercises=[ExerciseResult(id="newton", title="Exercise 2: Newton's square root "
+                                                           "with lax.while_loop", score=0, max_score=3,
+                                                           checks=[check])],
+                    seed=1, duration_s=1.0, environment=Environment(grader="0", python="3", jax=None),
+                    isolation=Isolation(sandboxed=True, layers=[]))
+    code = "@jax.jit\ndef newton_sqrt(a, tol):\n    return lax.while_loop(" + "cond_fun, " * 20 + "state)\n"
+    feedback = write_page(report, [SourceCell(index=0, source=code)], tmp_path / "feedback.html")
+    class_page = write_class_report(class_of_four(), tmp_path / "class")
+    for name, file in (("feedback", feedback), ("class", class_page)):
+        seen = _on_a_phone(file, tmp_path / f"{name}-375.png")
+        assert seen["inner_width"] == 375, (name, seen)  # 980 without the viewport tag
+        assert seen["scroll_width"] <= 375, (name, seen)
+        assert (tmp_path / f"{name}-375.png").stat().st_size > 5_000

@@ -143,7 +143,8 @@ def test_summary_caps_long_names_and_messages() -> None:
     report.exercises[0].checks[1].message = "m" * 10_000
     lines = summary(report).split("\n")
     assert len(lines[0]) < inert.NAME_LIMIT + inert.PATH_LIMIT + 80 and "more characters)" in lines[0]
-    assert len(lines[2]) < inert.MESSAGE_LIMIT + 80 and "(9500 more characters)" in lines[2]
+    assert len(lines[2]) < inert.MESSAGE_LIMIT + 80
+    assert f"({10_000 - inert.MESSAGE_LIMIT} more characters)" in lines[2]
 
 
 def test_self_check_summary_is_inert_too() -> None:
@@ -272,5 +273,5 @@ def test_the_summary_explains_the_score_and_its_marks() -> None:
     assert "(1 of 2 checks)" in text and "✗ failed  ! error  ⏱ timed out" in text
     assert "a.easy" not in text and "✓ a.easy, 1 pts: the easy one" in summary(report, verbose=True)
     wrapped = summary(report, width=60).splitlines()
-    assert all(len(line) <= 60 for line in wrapped if "a.hard" in line or line.startswith("          "))
+    assert all(len(line) <= 60 for line in wrapped if "the hard one" in line or line.startswith("          "))
     assert sum(1 for line in wrapped if line.startswith("          ")) >= 3

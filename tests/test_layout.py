@@ -12,6 +12,7 @@ from pathlib import Path
 
 from grader.course.imports import cycle, import_graph, runtime_imports
 from grader.kernel import INSIDE as KERNEL_INSIDE
+from grader.selfgrade import INSIDE as SELFGRADE_INSIDE
 from grader.verifier import INSIDE as VERIFIER_INSIDE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,12 +26,12 @@ RANKS = {
     "checks": 3,
     "judging": 4,
     "process": 5,  # sandbox, kernel (the client side), verifier (the client side)
-    "pipeline": 6,  # grade_one, precompile, the self-check, the terminal and HTML views of a report
+    "pipeline": 6,  # grade_one, precompile, the self-check and the pack's grade, the views of a report
     "class": 7,  # batch, outputs, gradescope, course, term
     "cli": 8,
 }
-BASE = {"errors", "faults", "spec", "report", "values", "assignment", "assignment_digest", "cases", "domains",
-        "atomic", "runtime_paths",
+BASE = {"errors", "faults", "spec", "report", "values", "assignment", "assignment_choice", "assignment_digest",
+        "cases", "domains", "atomic", "runtime_paths",
         "options", "inert", "interrupts", "submission", "usage"}
 
 
@@ -45,7 +46,7 @@ def rank(module: str) -> str:
         return "protocol"
     if top in ("checks", "judging", "pipeline", "cli"):
         return top
-    if top in ("precompile", "selfcheck", "render", "feedback"):
+    if top in ("precompile", "selfcheck", "selfgrade", "render", "feedback"):
         return "pipeline"
     if top in ("sandbox", "kernel", "verifier"):
         return "process"
@@ -70,7 +71,7 @@ def test_no_module_imports_a_wing_above_its_own() -> None:
 
 
 def test_inside_imports_nothing_of_the_grader() -> None:
-    for folder in (KERNEL_INSIDE, VERIFIER_INSIDE):
+    for folder in (KERNEL_INSIDE, VERIFIER_INSIDE, SELFGRADE_INSIDE):
         for path in folder.glob("*.py"):
             named = [n for n in runtime_imports(ast.parse(path.read_text(encoding="utf-8"))) if n.startswith("grader")]
             assert named == [], path

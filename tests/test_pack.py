@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -25,19 +28,21 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _student_venv(pack: Path, where: Path) -> tuple[Path, dict[str, str]]:
-    """A fresh venv, outside this repository, with the pack and ipykernel installed; and the
-    environment to run it in (none of this checkout's)."""
+def _fresh_venv(where: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh venv, outside this repository, with nothing installed; and the environment to run
+    it in (none of this checkout's)."""
     venv = where / "student"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")}
-    (wheel,) = pack.glob("*.whl")
+    kept = ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")
+    return venv, {k: v for k, v in os.environ.items() if k not in kept}
+
+
+def _pip_install(venv: Path, env: dict[str, str], *what: str) -> None:
     # --no-compile: pip's byte-compiling of every installed file (JAX's, IPython's) is more than
     # half the install's CPU (43 s -> 20 s here); what the checks import compiles as it is imported.
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
-                           str(wheel), "ipykernel"], capture_output=True, text=True, env=env)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile"]
+    done = subprocess.run([*pip, *what], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
-    return venv, env
 
 
 def _files(pack: Path) -> dict[str, str]:
@@ -51,11 +56,13 @@ def test_the_pack_holds_the_public_part_only(pack: Path, repo_root: Path) -> Non
     assert sorted(p.name for p in pack.iterdir()) == ["STUDENTS.md", "ch2-jit.ipynb",
                                                        next(p.name for p in pack.glob("*.whl"))]
     folder = "grader/_assignments/ch2-jit/"
-    assert {folder + f for f in ("assignment.json", "expected.json", "references.py", "checks.py")} <= set(files)
+    packed = ("assignment.json", "expected.json", "references.py", "checks.py")
+    assert {folder + f for f in packed} <= set(files)
     assert not any(n.startswith(("assignments/", "solutions/")) for n in files)
     # no reference code, no generator, no custom-check code (the detective's truth is measured there)
     everything = "\n".join(files.values())
-    assert "EDGES" not in everything and "def tax_scalars" not in everything and "def newton_inputs" not in everything
+    assert "EDGES" not in everything and "def tax_scalars" not in everything
+    assert "def newton_inputs" not in everything
     assert "detective_truth" not in everything and "def detective_call" not in everything
     reference = (repo_root / "solutions" / "ch2-jit.py").read_text()
     answer = next(line for line in reference.splitlines() if line.startswith("predictions = "))
@@ -102,18 +109,28 @@ def test_no_expected_value_of_a_hidden_input_is_in_the_pack(pack: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_the_pack_in_a_fresh_venv_self_checks_a_module_and_the_notebook_s_own_cells(pack: Path, repo_root: Path,
-                                                                                   tmp_path: Path) -> None:
-    """One venv for both ways a student runs the self-check (an install costs 40-50 s)."""
-    venv, env = _student_venv(pack, tmp_path)
+def test_the_pack_in_a_fresh_venv_self_checks_a_module_and_the_notebook_s_own_cells(
+        pack: Path, repo_root: Path, tmp_path: Path) -> None:
+    """One venv for every way a student runs the self-check (an install costs 40-50 s): the
+    template's cells before the wheel is installed, then the self-check of a module, the
+    notebook's own cells in a Jupyter kernel, and the pack's `grade`."""
+    venv, env = _fresh_venv(tmp_path)
+    _pip_install(venv, env, "ipykernel")
+    _without_the_wheel_each_self_check_cell_says_how_to_install_it(venv, repo_root, tmp_path)
+    (wheel,) = pack.glob("*.whl")
+    _pip_install(venv, env, str(wheel))
     _self_checks_a_module(venv, env, repo_root, tmp_path)
-    _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv, repo_root, tmp_path)
+    in_cells = _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv, repo_root, tmp_path)
+    graded = _grade_gives_the_reference_every_visible_check(venv, env, repo_root, tmp_path)
+    assert in_cells == [f"{e['score']:g} / {e['max_score']:g}" for e in graded["exercises"]]  # same checks
+    _grade_fails_a_wrong_notebook_where_the_instructor_s_grade_does(venv, env, repo_root, tmp_path)
 
 
 def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_path: Path) -> None:
     python = venv / "bin" / "python"
     script = tmp_path / "selfcheck.py"
-    script.write_text(  # as without ipykernel: the module path must not need what the venv holds for the notebook
+    # as without ipykernel: the module path must not need what the venv holds for the notebook
+    script.write_text(
         "import runpy, sys\n"
         "sys.modules.update(dict.fromkeys(('IPython', 'ipykernel', 'jupyter_client', 'zmq', 'tornado')))\n"
         "import grader\n"
@@ -140,28 +157,27 @@ def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_
     # wings' inside/ (no kernel client, sandbox, batch or class tool is in it, or needed)
     loaded = json.loads((tmp_path / "loaded.json").read_text())
     assert "grader.judging.verdicts" in loaded and "grader.verifier.protocol" in loaded
-    assert not [m for m in loaded if m.startswith(("grader.sandbox", "grader.batch", "grader.kernel.client",
-                                                   "grader.kernel.session", "grader.verifier.client",
-                                                   "grader.pipeline", "grader.outputs", "grader.course"))], loaded
+    assert not [m for m in loaded if m.startswith((
+        "grader.sandbox", "grader.batch", "grader.kernel.client", "grader.kernel.session",
+        "grader.verifier.client", "grader.pipeline", "grader.outputs", "grader.course"))], loaded
     assert "✗" not in right and "!" not in right.replace("⏳", ""), right
     assert right.count("⏳") == 4 and "8 checked when you hand in (20 pts)" in right  # the detective
     wrong = selfcheck("tax_vectorized = jax.jit(lambda income: income * 0.1)")
-    assert "✗ tax.vectorized_visible" in wrong and "expected 0.0" in wrong
+    assert "✗ " in wrong and "expected 0.0" in wrong
     assert "✗ newton" not in wrong and "! newton" not in wrong  # only the broken function's checks fail
 
 
-def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_root: Path, tmp_path: Path) -> None:
-    """The cells Jupyter, JupyterLab, VS Code and Colab run: an ipykernel on the student's venv
-    (with the pack, not this repository), executing the notebook top to bottom."""
-    import nbformat
+def _execute_in_the_student_s_kernel(notebook: object, venv: Path, tmp_path: Path) -> None:
+    """Run a notebook top to bottom in an ipykernel on the student's venv (what Jupyter,
+    JupyterLab, VS Code and Colab run), in an environment without this repository."""
     from nbclient import NotebookClient
 
     spec_dir = tmp_path / "jupyter" / "kernels" / "student"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "student", "language": "python"}))
-    notebook = nbformat.read(repo_root / "solutions" / "ch2-jit.ipynb", as_version=4)
+    if not spec_dir.is_dir():
+        spec_dir.mkdir(parents=True)
+        (spec_dir / "kernel.json").write_text(json.dumps({
+            "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "student", "language": "python"}))
     # the kernel inherits this process's environment: a student's has neither the instructor's
     # assignments folder nor this repository on its path (another test of this worker may set them)
     kept = {name: os.environ.get(name) for name in ("JUPYTER_PATH", "GRADER_ASSIGNMENTS", "PYTHONPATH")}
@@ -169,15 +185,282 @@ def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_r
     os.environ.pop("GRADER_ASSIGNMENTS", None)
     os.environ.pop("PYTHONPATH", None)
     try:
-        NotebookClient(notebook, kernel_name="student", timeout=300, resources={"metadata": {"path": str(tmp_path)}},
-                       ).execute()
+        NotebookClient(notebook, kernel_name="student", timeout=300,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
     finally:
         for name, value in kept.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _without_the_wheel_each_self_check_cell_says_how_to_install_it(venv: Path, repo_root: Path,
+                                                                   tmp_path: Path) -> None:
+    """A kernel whose Python lacks the wheel (a venv with ipykernel only): the template's
+    self-check cells print the one sentence that says how to install it, never a traceback."""
+    import nbformat
+
+    from grader.submission import SELFCHECK_NOT_INSTALLED
+
+    template = nbformat.read(repo_root / "student_template" / "ch2-jit.ipynb", as_version=4)
+    template.cells = [c for c in template.cells if "selfcheck" in c.metadata.get("tags", [])]
+    _execute_in_the_student_s_kernel(template, venv, tmp_path)
+    assert len(template.cells) == 4
+    for cell in template.cells:
+        assert [o.output_type for o in cell.outputs] == ["stream"], cell.outputs
+        assert "".join(o.text for o in cell.outputs) == SELFCHECK_NOT_INSTALLED + "\n"
+    assert "%pip install jax_course_selfcheck-" in SELFCHECK_NOT_INSTALLED
+
+
+def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_root: Path,
+                                                              tmp_path: Path) -> list[str]:
+    """The notebook's own self-check cells, in an ipykernel on the student's venv (with the pack,
+    not this repository), executing the notebook top to bottom: each exercise's score."""
+    import nbformat
+
+    notebook = nbformat.read(repo_root / "solutions" / "ch2-jit.ipynb", as_version=4)
+    _execute_in_the_student_s_kernel(notebook, venv, tmp_path)
     shown = ["".join(o.get("text", "") for o in c.outputs) for c in notebook.cells
              if "selfcheck" in c.metadata.get("tags", [])]
-    assert [s.splitlines()[0].rsplit(": ", 1)[-1] for s in shown] == ["18 / 25", "17 / 25", "0 / 20", "15 / 30"]
-    assert all(s.startswith("⏳ ") and "✗" not in s for s in shown), shown
+    assert len(shown) == 4 and all(s.startswith("⏳ ") and "✗" not in s for s in shown), shown
+    return [s.splitlines()[0].rsplit(": ", 1)[-1] for s in shown]
+
+
+# ----------------------------------------------------------------------------- the pack's `grade`
+
+WRONG = ("newton_static_tol", "tax_vectorized_numpy", "training_step_wrong_on_8_points")
+"""Hand-written mutants (assignments/ch2-jit/mutants): a compile check; values and structure; two
+functions at once."""
+
+
+def _visible(report: dict) -> dict[str, str]:
+    """Status by check id, of the checks the pack judges now (not those left to the hand-in)."""
+    return {c["id"]: c["status"] for e in report["exercises"] for c in e["checks"]
+            if c.get("reason") != "on_hand_in"}
+
+
+def _with_mutant(repo_root: Path, target: Path, mutant: str) -> Path:
+    """The reference notebook with a mutant's code appended to its exercise's answer cell."""
+    import nbformat
+
+    exercise = mutant.split("_", 1)[0]
+    notebook = nbformat.read(repo_root / "solutions" / "ch2-jit.ipynb", as_version=4)
+    code = (repo_root / "assignments" / "ch2-jit" / "mutants" / f"{mutant}.py").read_text(encoding="utf-8")
+    cells = notebook.cells
+    answer = next(cells[i - 1] for i, c in enumerate(cells)
+                  if "selfcheck" in c.metadata.get("tags", []) and f'check("{exercise}"' in c.source)
+    answer.source += "\n\n" + code
+    nbformat.write(notebook, target)
+    return target
+
+
+def _pack_grade(venv: Path, env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(venv / "bin" / "grade"), *args], capture_output=True, text=True, cwd=cwd,
+                          env=env)
+
+
+def _grade_gives_the_reference_every_visible_check(venv: Path, env: dict[str, str], repo_root: Path,
+                                                   tmp_path: Path) -> dict:
+    work = tmp_path / "grade"
+    work.mkdir()
+    shutil.copy(repo_root / "solutions" / "ch2-jit.ipynb", work / "submit.ipynb")
+    done = _pack_grade(venv, env, work, "submit.ipynb", "--html", "page.html")
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    report = json.loads((work / "submit.report.json").read_text())
+    visible = _visible(report)
+    assert len(visible) >= 20 and set(visible.values()) == {"passed"}, visible
+    assert report["isolation"]["backend"] == "none"
+    assert "jax-course-selfcheck" in report["environment"]["grader"]
+    later = [c for e in report["exercises"] for c in e["checks"] if c.get("reason") == "on_hand_in"]
+    assert later and all(c["status"] == "skipped" for c in later)
+    assert "checked when you hand in" in done.stdout and "Total" in done.stdout
+    assert (work / "page.html").read_text().count("<section") >= 4
+    # `python -m grader` is the same command, and without a notebook says how to use it in a sentence
+    main = subprocess.run([str(venv / "bin" / "python"), "-m", "grader"], capture_output=True, text=True,
+                          cwd=work, env=env)
+    assert main.returncode == 2 and main.stderr.startswith("usage: grade") and "Traceback" not in main.stderr
+    return report
+
+
+def _grade_fails_a_wrong_notebook_where_the_instructor_s_grade_does(venv: Path, env: dict[str, str],
+                                                                   repo_root: Path, tmp_path: Path) -> None:
+    from warm_grading import grade_warm
+
+    from grader import GradeOptions
+
+    work = tmp_path / "grade"
+    for mutant in WRONG:
+        notebook = _with_mutant(repo_root, work / f"{mutant}.ipynb", mutant)
+        done = _pack_grade(venv, env, work, notebook.name, "--json", f"{mutant}.json")
+        assert done.returncode == 0, done.stderr[-3000:]
+        ours = _visible(json.loads((work / f"{mutant}.json").read_text()))
+        theirs = grade_warm(notebook, GradeOptions(assignment="ch2-jit", seed=5))
+        instructor = {c.id: c.status for e in theirs.exercises for c in e.checks if c.id in ours}
+        assert sorted(i for i, s in ours.items() if s != "passed") == sorted(
+            i for i, s in instructor.items() if s != "passed") != [], mutant
+
+
+def test_the_pack_s_grade_loads_no_kernel_sandbox_or_class_code() -> None:
+    """What the pack holds is what `grade` in it can load: no Jupyter, no sandbox, no batch."""
+    code = ("import json, sys\nimport grader.selfgrade.cli, grader.selfgrade.grading, grader.feedback\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(done.stdout)
+    assert "grader.selfgrade.session" in loaded and "grader.judging.verdicts" in loaded
+    process = ("grader.sandbox", "grader.kernel.client", "grader.kernel.session", "grader.verifier.client",
+               "grader.batch", "grader.pipeline", "grader.outputs", "grader.course", "jupyter_client",
+               "nbclient", "ipykernel", "zmq")
+    assert [m for m in loaded if m.startswith(process)] == []
+
+
+def test_the_pack_holds_its_grade_command_and_python_m_grader(pack: Path) -> None:
+    files = _files(pack)
+    entry_points = files[next(n for n in files if n.endswith("dist-info/entry_points.txt"))]
+    assert entry_points == "[console_scripts]\ngrade = grader.selfgrade.cli:entry\n"
+    assert "from grader.selfgrade.cli import entry" in files["grader/__main__.py"]
+    assert {"grader/selfgrade/cli.py", "grader/selfgrade/inside/cells.py", "grader/feedback.py"} <= set(files)
+    record = files[next(n for n in files if n.endswith("dist-info/RECORD"))]
+    assert "entry_points.txt,sha256=" in record and "grader/__main__.py,sha256=" in record
+    students = (pack / "STUDENTS.md").read_text()
+    for case in ("python3 -m venv .venv", "externally-managed-environment", "Files pane", "conda activate",
+                 "%pip install", "grade ch2-jit.ipynb"):
+        assert case in students, case
+
+
+def _selfgrade(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The pack's `grade`, run from this checkout (it grades with the instructor's assignment
+    folder here, at the self-check stage)."""
+    return subprocess.run([sys.executable, "-m", "grader.selfgrade", *args], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    ((), "usage: grade"),
+    (("pack", "ch2-jit"), "`grade pack` is the instructor's command"),
+    (("missing.ipynb",), "missing.ipynb: no such file"),
+    (("a.ipynb", "b.ipynb"), "one notebook at a time"),
+    (("--timeout", "0", "x.ipynb"), "--timeout must be a positive number"),
+])
+def test_the_pack_s_grade_says_bad_usage_in_a_sentence_and_exits_2(tmp_path: Path, args: tuple[str, ...],
+                                                                    said: str) -> None:
+    done = _selfgrade(*args, cwd=tmp_path)
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == ""
+
+
+def test_the_pack_s_grade_prints_the_instructor_s_view_and_json_and_exits_as_it(tmp_path: Path,
+                                                                                 repo_root: Path) -> None:
+    shutil.copy(repo_root / "solutions" / "ch2-jit.ipynb", tmp_path / "submit.ipynb")
+    only_json = _selfgrade("submit.ipynb", "--json", "-", cwd=tmp_path)
+    assert only_json.returncode == 0, only_json.stderr
+    report = json.loads(only_json.stdout)  # nothing but the report on stdout
+    assert report["assignment"] == "ch2-jit" and set(_visible(report).values()) == {"passed"}
+    assert 0 < report["score"] < report["max_score"]  # what is left to the hand-in scores nothing yet
+    below = _selfgrade("submit.ipynb", "--fail-under", "100", cwd=tmp_path)
+    assert below.returncode == 1, below.stderr
+    assert below.stdout.startswith("ch2-jit · submit.ipynb\n")
+    assert "report: submit.report.json" in below.stdout
+    assert "points are checked when you hand in" in below.stdout
+
+
+@pytest.mark.kernel
+def test_the_pack_s_grade_names_a_failing_cell_as_the_instructor_s_grade_does(
+        submission_from_reference) -> None:
+    """A cell that raises and one that kills Python: the same cell, line and error as `grade`,
+    and every other exercise still checked."""
+    from warm_grading import grade_warm
+
+    from grader import GradeOptions
+
+    notebook = submission_from_reference("setup", "tax", "kills_kernel_os_exit.py", "newton", "detective",
+                                         "training", suffix=".ipynb")
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells[1].source += "\n\nx = 1\nraise ValueError('no tax today')\n"  # the tax cell, at its end
+    nbformat.write(nb, notebook)
+    done = _selfgrade(notebook.name, "--json", "ours.json", cwd=notebook.parent)
+    assert done.returncode == 0, done.stderr
+    ours = json.loads((notebook.parent / "ours.json").read_text())
+    theirs = grade_warm(notebook, GradeOptions(assignment="ch2-jit", seed=5))
+
+    def problems(items: list) -> list[tuple]:
+        return [(p["cell"], p["where"], p["status"], p["line"], p["ename"]) for p in items]
+
+    assert problems(ours["cell_problems"]) == problems([p.model_dump() for p in theirs.cell_problems])
+    raised, died = ours["cell_problems"]
+    last_line = len(nb.cells[1].source.rstrip("\n").splitlines())
+    assert (raised["where"], raised["line"], raised["ename"]) == ("cell 2", last_line, "ValueError")
+    assert (died["where"], died["status"]) == ("cell 3", "died")
+    newton = _visible({"exercises": [e for e in ours["exercises"] if e["id"] == "newton"]})
+    assert newton and set(newton.values()) == {"passed"}  # the cells after the dead one still ran
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _running(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                    alive.append(pid)
+        except OSError:
+            continue
+    return alive
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="counts processes in /proc")
+def test_the_pack_s_grade_stops_an_endless_loop_at_the_limit_and_on_ctrl_c(submission_from_reference) -> None:
+    """A `lax.while_loop` that never ends, in the notebook's Python and in the exported program:
+    the limit stops it (the other exercises still checked), and Ctrl-C stops everything at once."""
+    notebook = submission_from_reference("setup", "tax", "newton_never_terminates.py", "detective",
+                                         "training", suffix=".ipynb")
+    started = time.monotonic()
+    done = _selfgrade(notebook.name, "--timeout", "3", "--json", "ours.json", cwd=notebook.parent)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    report = json.loads((notebook.parent / "ours.json").read_text())
+    newton = {c["id"]: c["status"] for e in report["exercises"] if e["id"] == "newton" for c in e["checks"]}
+    assert newton["newton.visible"] == "timeout" and "timeout" in done.stdout.replace("timed out", "timeout")
+    tax = _visible({"exercises": [e for e in report["exercises"] if e["id"] == "tax"]})
+    assert set(tax.values()) == {"passed"}
+    assert took < 90, took
+
+    grading = subprocess.Popen([sys.executable, "-m", "grader.selfgrade", notebook.name], cwd=notebook.parent,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _descendants(grading.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(8)  # well into the endless loop (the first cells take a few seconds)
+        started_children = _descendants(grading.pid)
+        assert started_children and grading.poll() is None
+        os.killpg(grading.pid, signal.SIGINT)  # what the terminal's Ctrl-C does to the foreground group
+        started = time.monotonic()
+        out, err = grading.communicate(timeout=30)
+    finally:
+        if grading.poll() is None:
+            os.killpg(grading.pid, signal.SIGKILL)
+            grading.wait()
+    assert grading.returncode == 130 and time.monotonic() - started < 5, err
+    assert "interrupted" in err and "Traceback" not in err
+    time.sleep(1)
+    assert _running(started_children) == []

@@ -100,8 +100,10 @@ def test_one_wrong_bracket_rate_costs_only_the_value_checks(submission_from_refe
     tax = tax_checks(report)
     assert {cid for cid, c in tax.items() if c.status != "passed"} == set(TAX_VALUE_CHECKS)
     assert report.score == 100 - sum(TAX_VALUE_CHECKS.values())
-    assert tax["tax.switch_hidden"].message.startswith("same wrong values as tax.switch_visible")
-    assert tax["tax.vectorized_hidden"].message.startswith("same wrong values as tax.vectorized_visible")
+    assert tax["tax.switch_hidden"].message.startswith(
+        "same wrong values as “tax_switch on the notebook's incomes”")
+    assert tax["tax.vectorized_hidden"].message.startswith(
+        "same wrong values as “tax_vectorized on the notebook's incomes”")
 
 
 @pytest.mark.kernel

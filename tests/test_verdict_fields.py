@@ -15,10 +15,9 @@ from grader import GradeOptions
 from grader.checks.base import CheckOutcome, not_answered, not_available
 from grader.errors import MachineOverloaded, SubmissionUnreadable, WrongAssignment
 from grader.faults import INTERNAL_PREFIX, grade_guarded, is_internal
-from grader.judging.attribution import attribute
+from grader.judging.attribution import attribute, same_cause
 from grader.judging.reveal import not_judged_yet, revealed
 from grader.judging.scoring import score_check
-from grader.judging.verdicts import same_cause
 from grader.kernel.protocol import Observation
 from grader.outputs.classpage.summary import answered, kernel_death, summarize, unanswered
 from grader.render import summary, summary_exercise
@@ -155,10 +154,11 @@ def test_the_self_check_s_hand_in_checks_say_so_in_a_field() -> None:
 
 def test_a_shared_root_cause_names_its_check_in_a_field() -> None:
     wrong = CheckOutcome(status="failed", message="f(1) is 3", cause="values")
-    outcome = same_cause(wrong, numeric(), "ex.first")
+    outcome = same_cause(wrong, numeric(), "ex.first", "f on the first inputs")
     assert (outcome.reason, outcome.same_as, outcome.cause) == ("same_cause", "ex.first", "same_values")
     result = score_check("ex.v", numeric(), outcome)
-    assert (result.reason, result.same_as) == ("same_cause", "ex.first") and "ex.first" in result.message
+    assert (result.reason, result.same_as) == ("same_cause", "ex.first")
+    assert "f on the first inputs" in result.message and "ex.first" not in result.message  # words, not ids
 
 
 def test_the_fault_boundary_puts_whose_fault_and_why_in_fields() -> None:
@@ -198,13 +198,14 @@ def test_the_terminal_groups_not_answered_by_the_field() -> None:
     assert "not answered yet: define step, train" in plain and "because cell 3 raised" in plain
     assert "something else" not in plain
     worded = summary_exercise(report(check(message=OLD_NOT_ANSWERED)).exercises[0])
-    assert "not answered yet: define" not in worded and f"a.one, 1 pts: {OLD_NOT_ANSWERED}" in worded
+    assert "not answered yet: define" not in worded
+    assert f"title of a.one (1 pts): {OLD_NOT_ANSWERED}" in worded
 
 
 def test_the_terminal_counts_hand_in_checks_by_the_field() -> None:
     later = check(status="skipped", message="worded otherwise", reason="on_hand_in")
     shown = summary_exercise(report(check("a.two", status="passed", message=None), later).exercises[0])
-    assert "1 checked when you hand in (1 pts): one" in shown and shown.startswith("⏳")
+    assert "1 checked when you hand in (1 pts): title of a.one" in shown and shown.startswith("⏳")
     worded = summary_exercise(report(check("a.two", status="passed", message=None),
                                      check(status="skipped", message=CHECKED_ON_HAND_IN)).exercises[0])
     assert "checked when you hand in (" not in worded and worded.startswith("❌")
@@ -330,3 +331,27 @@ def test_a_batch_groups_the_students_not_graded_by_the_kind_not_by_slicing_the_s
     assert reason_group(one) == reason_group(other) == "not a notebook or module the grader can read"
     lookalike = report(status="error", error="not a notebook or module the grader can read: ours")
     assert reason_group(lookalike) != reason_group(one)  # no kind: the sentence whole, never cut apart
+
+
+def test_checks_one_failed_form_holds_back_are_one_line_and_the_self_check_says_it_failed() -> None:
+    """`predictions` with 7 values: the form check fails and the eight calls it holds back are one
+    line, not eight (one cause, one message); the self-check's heading is ❌ although the failed
+    form check is worth 0 points."""
+    from grader.render import summary_exercise
+    from grader.report import CheckResult, ExerciseResult
+
+    form = CheckResult(id="detective.form", title="predictions holds 8 True/False values", status="failed",
+                       score=0, max_score=0, hidden=False, message="`predictions` must hold 8 values; it holds 7")
+    calls = [CheckResult(id=f"detective.call_{i}", title=f"call {i}", status="skipped", score=0, max_score=2.5,
+                         hidden=False, reason="same_cause", same_as="detective.form",
+                         message="not judged until `predictions` has the form the exercise asks for")
+             for i in range(1, 9)]
+    exercise = ExerciseResult(id="detective", title="the detective", score=0, max_score=20, checks=[form, *calls])
+    text = summary_exercise(exercise)
+    assert text.splitlines()[0].startswith("❌")
+    assert text.count("not judged until") == 1 and "8 checks, 20 pts" in text
+    assert "call 3" not in text
+    judged = exercise.model_copy(update={"checks": [form.model_copy(update={"status": "passed", "message": None}),
+                                                   *(c.model_copy(update={"status": "skipped", "reason": "on_hand_in",
+                                                                          "same_as": None}) for c in calls)]})
+    assert summary_exercise(judged).startswith("⏳")

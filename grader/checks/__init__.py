@@ -11,13 +11,14 @@ from grader.checks.base import Check, CheckOutcome, Context, ModuleRun, Planner,
 from grader.checks.compilation import CompileLimitCheckImpl
 from grader.checks.custom import CustomCheckImpl, Verdict
 from grader.checks.eager import EagerCheckImpl
+from grader.checks.form import FormCheckImpl
 from grader.checks.interface import InterfaceCheckImpl
 from grader.checks.numeric import NumericCheckImpl
 from grader.checks.structure import StructureCheckImpl
 from grader.spec import CHECK_SPECS, CheckSpec
 
 IMPLEMENTATIONS = (InterfaceCheckImpl, NumericCheckImpl, StructureCheckImpl, CompileLimitCheckImpl,
-                   CustomCheckImpl, AnswerCheckImpl, EagerCheckImpl)
+                   CustomCheckImpl, AnswerCheckImpl, EagerCheckImpl, FormCheckImpl)
 REGISTRY = {impl.spec_type: impl for impl in IMPLEMENTATIONS}
 assert set(REGISTRY) == set(CHECK_SPECS), "every spec kind has exactly one implementation"
 

@@ -1,8 +1,10 @@
 """Answer checks: a written answer (a quiz's letter, a number) matches one of the accepted ones.
 
-Answers come in every form the text allows (docs/writing-an-assignment.md, "How answers are compared"): "a list of 8
-bools" is any sequence of 8 bool-like values. `answer_items` and `bool_like` state that rule once,
-for answer checks and for an assignment's custom checks of answers (the detective's predictions).
+Answers come in every form the text allows (docs/writing-an-assignment.md, "How answers are
+compared"): "a list of 8 bools" is any sequence of 8 bool-like values (`grader.checks.items` states
+that rule once; it is imported here too, where an assignment's checks.py finds it). An item is
+judged only once its answer has the form a form check of the exercise asks for
+(`grader.checks.form`).
 """
 
 from __future__ import annotations
@@ -12,35 +14,11 @@ from typing import Any
 import numpy as np
 
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, not_answered, result_of
+from grader.checks.form import gate
+from grader.checks.items import answer_items, bool_like
 from grader.kernel.protocol import Request, ValuesResult
 from grader.spec import AnswerCheck
-from grader.values import Tree, describe, from_wire
-
-
-def answer_items(value: Any) -> list[Any] | None:
-    """The items of a sequence of answers, in order, or None when it is not one: a list, a tuple,
-    a NamedTuple (or another pytree's leaves) or a 1-D array (NumPy or JAX). A dict, a string, a
-    scalar or an array of another rank is not a sequence of answers."""
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, Tree):
-        return list(value.leaves)
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        return [value[i] for i in range(value.shape[0])]
-    return None
-
-
-def bool_like(item: Any) -> bool | None:
-    """True or False for a bool-like answer, else None. Bool-like: a Python, NumPy or JAX bool,
-    and the integers 0 and 1 (which Python itself treats as False and True); not a float, a string,
-    None, nor any other number."""
-    if isinstance(item, np.ndarray) and item.ndim == 0:
-        item = item.item()
-    if isinstance(item, (bool, np.bool_)):
-        return bool(item)
-    if isinstance(item, (int, np.integer)) and int(item) in (0, 1):
-        return bool(int(item))
-    return None
+from grader.values import describe, from_wire
 
 
 def _normal(value: Any) -> Any:
@@ -68,6 +46,7 @@ class AnswerCheckImpl:
     def __init__(self, full_id: str, spec: AnswerCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         self.value = ctx.planner.value(spec.name)
+        self.gate = gate(ctx, full_id, spec.name)
 
     def requests(self) -> list[Request]:
         return [self.value]
@@ -92,6 +71,9 @@ class AnswerCheckImpl:
         if isinstance(result, CheckOutcome):
             return result
         value = from_wire(result.values[0])
+        blocked = self.gate.blocks(value) if self.gate is not None else None
+        if blocked is not None:
+            return blocked
         found, item = self._item(value)
         if not found or item is None or (isinstance(item, str) and not item.strip()):
             return not_answered(spec.name, defined=True, item=spec.key)

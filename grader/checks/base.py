@@ -209,8 +209,11 @@ def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutc
     if obs.status == "missing":
         return not_answered(str(obs.detail))
     if obs.status == "raised" and obs.raised is not None:
+        static = obs.raised.ename == "StaticArgumentError"  # its text says what: "marks argument 2 static"
+        said = (f"{subject} {obs.raised.evalue}" if static
+                else f"{subject} raised {obs.raised.ename}: {obs.raised.evalue}")
         return CheckOutcome(
-            status="error", message=f"{hint}: {subject} raised {obs.raised.ename}: {obs.raised.evalue}",
+            status="error", message=f"{hint}: {said}",
             raised=RaisedKind(subject=subject, ename=obs.raised.ename, evalue=obs.raised.evalue, line=obs.raised.line),
         )
     if obs.status == "timeout":

@@ -4,7 +4,8 @@ The function runs in the grader's process as `f(observed, **params)`: `observed`
 of the check's `observe` list to its value (NumPy arrays, tuples, lists, dicts) and, when the
 check has `call`, "calls" to a list of (Case, result) pairs. It returns a `Verdict`. If checks.py
 defines `prepare()`, the pipeline runs it once in the background while the kernel starts (for
-example to measure real JAX behaviour on the installed version).
+example to measure real JAX behaviour on the installed version). An observed name that a form
+check of the exercise covers is judged only once it has that form (`grader.checks.form`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 from grader.cases import materialize
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.form import Gate, gate
 from grader.checks.program import StudentCalls, public_positions
 from grader.errors import AssignmentBug
 from grader.faults import one_line
@@ -42,6 +44,8 @@ class CustomCheckImpl:
         self.function: Callable[..., Verdict] = getattr(module, spec.function)
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id) if spec.cases else []
         self.values = {name: ctx.planner.value(name) for name in spec.observe}
+        self.gates: dict[str, Gate] = {name: found for name in spec.observe
+                                       if (found := gate(ctx, full_id, name)) is not None}
         self.calls = None
         if spec.call:
             self.calls = StudentCalls(ctx.planner, spec.call, self.cases, source=spec.source,
@@ -60,6 +64,10 @@ class CustomCheckImpl:
             if isinstance(result, CheckOutcome):
                 return result
             observed[name] = from_wire(result.values[0])
+        for name, waits_for in self.gates.items():  # answers are judged once they have their form
+            blocked = waits_for.blocks(observed[name])
+            if blocked is not None:
+                return blocked
         if self.calls:
             answers = self.calls.answers(seen, self.spec.message)
             if isinstance(answers, CheckOutcome):

@@ -36,12 +36,23 @@ from grader.faults import instructor_code
 from grader.values import to_wire
 
 DISTRIBUTION = "jax-course-selfcheck"
-JAX_MINIMUM = "0.6.2"  # measured: 0.6.2 (Python 3.10) and 0.12; 0.5.3 and older lack jax._src.lib._jax, which reads modules
+# measured: 0.6.2 (Python 3.10, 3.11, 3.13) and 0.12; 0.5.3 and older lack jax._src.lib._jax
+JAX_MINIMUM = "0.6.2"
 PYTHON_MINIMUM = "3.10"  # the pack reads its spec as JSON (no tomllib); measured with tests/test_pack.py
-PACKED_ENTRIES = ["grader.selfcheck", "grader.checks.custom", "grader.kernel.protocol", "grader.values"]
-"""What the packed code imports: the self-check, and what the packed references.py and checks.py
-name. The wheel holds these modules and all they can import (grader/course/imports.py), the
-wings' `inside/` folders whole (loaded by path), and nothing else of the grader."""
+PACKED_ENTRIES = ["grader.selfcheck", "grader.selfgrade.cli", "grader.selfgrade.inside",
+                  "grader.checks.custom", "grader.kernel.protocol", "grader.values"]
+"""What the packed code imports: the self-check, the pack's `grade` command (and the child it
+starts by path), and what the packed references.py and checks.py name. The wheel holds these
+modules and all they can import (grader/course/imports.py), the wings' `inside/` folders whole
+(loaded by path), and nothing else of the grader."""
+CONSOLE_SCRIPTS = {"grade": "grader.selfgrade.cli:entry"}
+PACKED_MAIN = '''"""`python -m grader` in the student pack: its `grade` (grader/selfgrade/cli.py)."""
+
+from grader.selfgrade.cli import entry
+
+entry()
+'''
+"""The pack's `grader/__main__.py` (the instructor's starts the instructor's `grade`)."""
 
 
 def packed_files(package: Path) -> list[Path]:
@@ -106,13 +117,32 @@ def __getattr__(name):
 
 STUDENTS = """# Self-checking {title}
 
-Install the course's self-check (it keeps the JAX you have, from {jax_minimum} on, with Python
-{python_minimum}+; in Colab, run this in a cell with `!` in front):
+## Installing
 
-    pip install {wheel}
+The self-check is `{wheel}`. It keeps the JAX you have (from {jax_minimum} on, with Python
+{python_minimum}+). Install it into the Python your notebook runs on; a self-check cell that says
+"not installed" runs on another one. One line per case:
 
-Open `{template}`, write your answers, and run each exercise's self-check cell. It runs the
-same checks as the grader, on the notebook's own examples, in your notebook:
+- **A virtual environment** (any system): `python3 -m venv .venv && .venv/bin/pip install {wheel} jupyter`,
+  then `.venv/bin/jupyter lab` (on Windows: `.venv\\Scripts\\pip` and `.venv\\Scripts\\jupyter`).
+- **Debian or Ubuntu** (pip says "externally-managed-environment"): use a virtual environment as
+  above (`sudo apt install python3-venv` first if `python3 -m venv` is missing), never
+  `--break-system-packages`.
+- **Colab**: upload `{wheel}` with the Files pane (the folder icon on the left), then run
+  `!pip install {wheel}` in a cell.
+- **conda**: `conda activate` your environment, then `pip install {wheel}` (its pip keeps conda's JAX).
+- **From inside the notebook** (Jupyter, JupyterLab, VS Code): `%pip install {wheel}` in a cell,
+  with the wheel beside the notebook, installs into the notebook's own Python.
+
+## Checking your work
+
+- **In the notebook**: run each exercise's self-check cell, on the code defined so far.
+- **The whole notebook, as the grader runs it**: `grade {template}` in a terminal (the `grade` of
+  the environment you installed into, e.g. `.venv/bin/grade`; `python -m grader {template}` is the
+  same). It runs every cell in a fresh Python, as the course's grader does, and prints the same
+  report; `--html feedback.html` writes the feedback page.
+
+Either way you get:
 
 - **checked now**: the checks on the inputs your notebook shows; a failure says which call and
   what was expected;
@@ -139,8 +169,8 @@ def _literal(value: Any) -> tuple[Any, str] | None:
     """(JSON literal, spec type) of a case argument, or None when rows cannot carry it."""
     if type(value) in (bool, int, float):
         return value, "py"
-    if isinstance(value, (np.ndarray, np.generic)) and str(np.asarray(value).dtype) in ("float32", "float64",
-                                                                                        "int32", "int64", "bool"):
+    dtypes = ("float32", "float64", "int32", "int64", "bool")
+    if isinstance(value, (np.ndarray, np.generic)) and str(np.asarray(value).dtype) in dtypes:
         return np.asarray(value).tolist(), str(np.asarray(value).dtype)
     return None
 
@@ -235,7 +265,9 @@ def build_pack(name: str, out_dir: Path) -> Path:
     (folder / "expected.json").write_text(json.dumps(expected_values(loaded, public)), encoding="utf-8")
     (folder / "references.py").write_text(REFERENCES, encoding="utf-8")
     (folder / "checks.py").write_text(CHECKS, encoding="utf-8")
-    (package / "_assignments" / "course.json").write_text(json.dumps({"jax": _course_jax()}), encoding="utf-8")
+    course = json.dumps({"jax": _course_jax()})
+    (package / "_assignments" / "course.json").write_text(course, encoding="utf-8")
+    (package / "__main__.py").write_text(PACKED_MAIN, encoding="utf-8")
     version = _version()
     wheel = write_wheel(package, out_dir, version, loaded.spec.id)
     shutil.rmtree(staging, ignore_errors=True)
@@ -254,12 +286,17 @@ def write_wheel(package: Path, out_dir: Path, version: str, assignment_id: str) 
     metadata_text = "\n".join([
         "Metadata-Version: 2.1", f"Name: {DISTRIBUTION}", f"Version: {version}",
         f"Summary: Self-check for the JAX course's {assignment_id}: the public checks, in your notebook",
-        f"Requires-Python: >={PYTHON_MINIMUM}", f"Requires-Dist: jax>={JAX_MINIMUM}", "Requires-Dist: numpy>=1.24",
-        "Requires-Dist: pydantic>=2.5", "Requires-Dist: flatbuffers>=24", "", ""])
-    files = {str(p.relative_to(package.parent)): p.read_bytes() for p in sorted(package.rglob("*")) if p.is_file()}
+        f"Requires-Python: >={PYTHON_MINIMUM}", f"Requires-Dist: jax>={JAX_MINIMUM}",
+        "Requires-Dist: numpy>=1.24", "Requires-Dist: pydantic>=2.5", "Requires-Dist: flatbuffers>=24",
+        "", ""])
+    files = {str(p.relative_to(package.parent)): p.read_bytes()
+             for p in sorted(package.rglob("*")) if p.is_file()}
     files[f"{info}/METADATA"] = metadata_text.encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: grade pack\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: grade pack\nRoot-Is-Purelib: true\n"
+                              b"Tag: py3-none-any\n")
     files[f"{info}/top_level.txt"] = b"grader\n"
+    scripts = "".join(f"{name} = {target}\n" for name, target in CONSOLE_SCRIPTS.items())
+    files[f"{info}/entry_points.txt"] = f"[console_scripts]\n{scripts}".encode()
     record = []
     for path, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

@@ -1,24 +1,39 @@
-"""Why an exercise is "not answered": the cell that would have defined its names, and what it raised.
+"""Attribution: each failure told once, by what caused it, where the student finds it.
 
-A cell that raised (or hung, or killed the kernel) defines nothing, so every check of the
-exercise whose names it held says "`X` is not defined", which hides the real cause. This finds,
-for each such name (a check's `not_answered`), the failed cell that assigns or defines it, and
-says so in those checks (`not_answered.because`, and the message made from it), with the cell,
-the line and the error; an ImportError also lists the packages the grading kernel has. The cell
-problem is then marked with its exercise, so it is told once.
+Which check tells a cause (`one_message_per_cause`): when several checks of one function fail
+for one cause (its values are wrong, or JAX cannot trace it), one of them says why and the others
+point to it by its title. The one chosen names the cause most closely, so that a global `lr` is
+told by the check of `lr = 0` ("use the lr argument, not a global") and not by "should not
+recompile" or "exactly num_steps steps"; a visible check before a hidden one, so that the
+self-check and `grade` lead with the same sentence (`_rank` has the order).
+
+Why an exercise is "not answered" (`attribute`): a cell that raised (or hung, or killed the
+kernel) defines nothing, so every check of the exercise whose names it held says "`X` is not
+defined", which hides the real cause. This finds, for each such name (a check's
+`not_answered`), the failed cell that assigns or defines it, and says so in those checks
+(`not_answered.because`, and the message made from it), with the cell, the line and the error;
+an ImportError also lists the packages the grading kernel has. The cell problem is then marked
+with its exercise, so it is told once.
+
+Cells as the student finds them (`in_cells`): "cell 5, line 7", the number Jupyter shows beside
+the cell after Run All, never the file name IPython compiles a cell under ("4245309719.py").
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from importlib import metadata
 
-from grader.report import CellProblem, ExerciseResult
+from grader.checks.base import CheckOutcome
+from grader.report import CellProblem, CheckResult, ExerciseResult
+from grader.spec import CheckSpec
 from grader.submission import SourceCell
 
 _DEFINES = re.compile(r"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
-COURSE_PACKAGES = ("jax", "jaxlib", "numpy", "scipy", "matplotlib", "pandas", "optax", "flax", "equinox", "chex")
+COURSE_PACKAGES = ("jax", "jaxlib", "numpy", "scipy", "matplotlib", "pandas", "optax", "flax", "equinox",
+                   "chex")
 
 
 def defined_names(source: str) -> set[str]:
@@ -58,10 +73,96 @@ def _cause(problem: CellProblem) -> str:
     return cause
 
 
+# ipykernel names a cell's code `<tmp>/ipykernel_<pid>/<murmur2 of the code>.py` (ipykernel.compiler); the
+# pack's runner `<ipython-input-N-0>` (N the cell's number); a SyntaxError says "(3861929179.py, line 3)"
+_HASH_SEED = 0xC70F6907  # ipykernel.compiler.get_tmp_hash_seed()
+_CELL_FILE = re.compile(
+    r"(?P<space> ?)\((?:[^()\s]*[/\\])?(?P<said>\d+)\.py, line (?P<said_line>\d+)\)"
+    r"|(?:[^\s'\"()<>,]*[/\\])?ipykernel_\d+[/\\](?P<hash>\d+)\.py(?::(?P<line>\d+))?"
+    r"|<ipython-input-(?P<number>\d+)-\w+>")
+
+
+def _cells_by_file(cells: list[SourceCell]) -> dict[str, SourceCell]:
+    """Each cell by the name IPython gives its code's file (the hash of the code as the grader ran it)."""
+    try:
+        from ipykernel.compiler import murmur2_x86
+    except ImportError:  # no ipykernel (the pack's runner): its own names carry the cell's number
+        return {}
+    return {str(murmur2_x86(cell.source, _HASH_SEED)): cell for cell in cells}
+
+
+def _label(cell: SourceCell | None, line: str | None) -> str:
+    """A place as the student finds it: "cell 5, line 7" (a module's cell: the file's "line 31")."""
+    if cell is not None and cell.number is None:
+        return f"line {cell.first_line + int(line or 1) - 1}"
+    where = f"cell {cell.number}" if cell is not None else "a cell"
+    return where + (f", line {line}" if line else "")
+
+
+def in_cells(text: str, cells: list[SourceCell], here: SourceCell | None = None) -> str:
+    """`text` with IPython's names for cells' files ("/tmp/ipykernel_12/4245309719.py:7",
+    "(4245309719.py, line 7)") as the student finds the cell: "cell 5, line 7". A SyntaxError's
+    "(file, line)" about the cell `here`, which the message names already, is dropped."""
+    if "ipykernel_" not in text and ".py, line" not in text and "<ipython-input-" not in text:
+        return text
+    by_file = _cells_by_file(cells)
+    by_number = {str(cell.number): cell for cell in cells if cell.number is not None}
+
+    def place(match: re.Match) -> str:
+        if match["said"]:
+            cell = by_file.get(match["said"])
+            if cell is not None and cell is here:
+                return ""
+            return f"{match['space']}({_label(cell, match['said_line'])})"
+        if match["hash"]:
+            return _label(by_file.get(match["hash"]), match["line"])
+        return _label(by_number.get(match["number"]), None)
+
+    return _CELL_FILE.sub(place, text)
+
+
+def _told_in_cells(check: CheckResult, cells: list[SourceCell]) -> CheckResult:
+    said = {"message": check.message, "counterexample": check.counterexample}
+    told = {k: in_cells(v, cells) for k, v in said.items() if v is not None}
+    changed = {k: v for k, v in told.items() if v != getattr(check, k)}
+    return check.model_copy(update=changed) if changed else check
+
+
+def live_notebook_cells() -> list[SourceCell]:
+    """The cells the student's own kernel has run, numbered as Jupyter shows them ([5] is cell 5),
+    for a self-check's messages; none outside IPython. A cell run again keeps its latest number."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return []
+    shell = get_ipython()
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    if not isinstance(history, list):
+        return []
+    latest = {source: k for k, source in enumerate(history)
+              if k and isinstance(source, str) and source.strip()}
+    return [SourceCell(index=k, source=source, number=k) for source, k in latest.items()]
+
+
+def in_live_cells(exercise: ExerciseResult) -> ExerciseResult:
+    """A self-check's verdicts with cells named as the student's notebook numbers them (`in_cells`)."""
+    said = " ".join(c.message or "" for c in exercise.checks)
+    if in_cells(said, []) == said:  # no cell's file named: nothing to look up
+        return exercise
+    cells = live_notebook_cells()
+    return exercise.model_copy(update={"checks": [_told_in_cells(c, cells) for c in exercise.checks]})
+
+
 def attribute(exercises: list[ExerciseResult], cells: list[SourceCell],
               problems: list[CellProblem]) -> tuple[list[ExerciseResult], list[CellProblem]]:
     """Exercises whose undefined names a failed cell would have defined say so; those cell
-    problems are marked with the exercise."""
+    problems are marked with the exercise. Every message names cells as the student finds them
+    (`in_cells`), never by the file names IPython gives their code."""
+    by_index = {cell.index: cell for cell in cells}
+    problems = [p.model_copy(update={"message": in_cells(p.message, cells, by_index.get(p.cell))})
+                for p in problems]
+    exercises = [e.model_copy(update={"checks": [_told_in_cells(c, cells) for c in e.checks]})
+                 for e in exercises]
     failed_cells = {p.cell: p for p in problems if p.status in ("error", "timeout", "died")}
     if not failed_cells:
         return exercises, problems
@@ -87,3 +188,115 @@ def attribute(exercises: list[ExerciseResult], cells: list[SourceCell],
         out.append(exercise.model_copy(update={"checks": checks}))
     marked = [p.model_copy(update={"exercise": told[p.cell]}) if p.cell in told else p for p in problems]
     return out, marked
+
+
+# ----------------------------------------------------------------------------- one cause, one message
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A judged check, for choosing which of the checks failed by one cause tells it."""
+
+    check_id: str
+    spec: CheckSpec
+    outcome: CheckOutcome
+    echo: bool = False  # a value check that only re-tests inputs an earlier one found wrong
+
+
+def subject(spec: CheckSpec) -> str | None:
+    """The student function a check judges (a custom check's `function` is the instructor's)."""
+    if spec.kind == "custom":
+        return spec.call
+    return getattr(spec, "function", None) if spec.kind != "interface" else spec.name
+
+
+def _quoted(title: str) -> str:
+    return f"“{title}”"
+
+
+def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str,
+               root_title: str | None = None) -> CheckOutcome:
+    """One root cause, one message: a check that failed only because the function's values are
+    wrong, or because JAX cannot trace it (which the check `root` already says, with the call or
+    the line), gives no advice of its own and names that check by its title (`root_title`; the id
+    stays in `same_as`). A structure or compile check fails so only when its program is no
+    evidence (`grader.checks.evidence`): wrong on too much, or right only on the examples."""
+    other = _quoted(root_title) if root_title else "another check of this function"
+    if outcome.cause == "values" and spec.kind in ("structure", "compile_limit"):
+        message, cause = (f"same wrong values as {other}; this check counts once the program computes the "
+                          "right values for enough inputs, not only the notebook's examples"), "same_values"
+    elif outcome.cause == "values":
+        message, cause = f"same wrong values as {other}; this check is judged once they are right", \
+            "same_values"
+    else:
+        message, cause = f"same tracing error as {other}; this check is judged once it traces", "same_trace"
+    return outcome.model_copy(update={"message": message, "cause": cause, "reason": "same_cause",
+                                      "same_as": root,
+                                      "counterexample": outcome.counterexample or outcome.message})
+
+
+def _no_evidence(failure: Failure) -> bool:
+    """A structure or compile check failed on values: its program is no evidence, which says
+    only that the values are wrong; a value check of the function says which."""
+    return failure.outcome.cause == "values" and failure.spec.kind in ("structure", "compile_limit")
+
+
+def _rank(position: int, failure: Failure) -> tuple[bool, bool, int, int]:
+    """Which failed check tells a cause: a value check before a structure or compile check whose
+    program is no evidence, and before one that only re-tests another's inputs; then a visible
+    check, which the self-check judges too (the same check tells the cause before and at the
+    hand-in, quoting a call the student can run); then the most specific, the one verifying fewest
+    of the exercise's requirements (`train_fori` with lr = 0, which verifies only "lr is an
+    argument", names a global lr where "train_fori runs exactly num_steps steps" cannot tell it
+    from a wrong count); then the spec's order. A tracing error is the same error in every check:
+    the first tells it."""
+    if failure.outcome.cause == "trace":
+        return (False, False, 0, position)
+    follows = _no_evidence(failure) or failure.echo
+    return (follows, failure.spec.hidden, len(failure.spec.verifies) or 99, position)
+
+
+def _told_by_its_values(failure: Failure) -> CheckOutcome:
+    """A structure or compile check that tells wrong values itself (no value check of the function
+    failed): the values first, then what the check would have judged, so that a global `lr` is not
+    blamed on "should not recompile"."""
+    function = subject(failure.spec)
+    who = f"`{function}`" if function else "the function"
+    return failure.outcome.model_copy(update={
+        "message": f"{who} computes the right values for too few of this check's inputs, or only for the "
+                   "notebook's examples: this check is judged once its values are right",
+        "counterexample": failure.outcome.counterexample or failure.outcome.message})
+
+
+def _raised_as(failure: Failure, lead: Failure) -> bool:
+    """A check that called the function and got the very exception its trace raised (the chapter's
+    own calls, run eagerly): the same cause as the tracing error."""
+    mine, theirs = failure.outcome.raised, lead.outcome.raised
+    return (failure.outcome.cause is None and failure.outcome.status == "error" and mine is not None
+            and theirs is not None and mine.ename == theirs.ename)
+
+
+def one_message_per_cause(failures: list[Failure | None]) -> list[CheckOutcome | None]:
+    """Each (function, cause) told once: the check `_rank` chooses says it, every other check
+    of that function failed by the same cause (or, called eagerly, by the exception its trace
+    raised) points to it by its title. `None` (a check not judged at this stage) stays None."""
+    groups: dict[tuple[str, str], list[tuple[int, Failure]]] = {}
+    for position, failure in enumerate(failures):
+        if failure is None or failure.outcome.cause not in ("values", "trace"):
+            continue
+        function = subject(failure.spec)
+        if function:
+            groups.setdefault((function, failure.outcome.cause or ""), []).append((position, failure))
+    out = [f.outcome if f is not None else None for f in failures]
+    for (function, cause), members in groups.items():
+        lead_position, lead = min(members, key=lambda m: _rank(*m))
+        if _no_evidence(lead):
+            out[lead_position] = _told_by_its_values(lead)
+        if cause == "trace":
+            members = members + [(position, failure) for position, failure in enumerate(failures)
+                                 if failure is not None and subject(failure.spec) == function
+                                 and _raised_as(failure, lead)]
+        for position, failure in members:
+            if position != lead_position:
+                out[position] = same_cause(failure.outcome, failure.spec, lead.check_id, lead.spec.title)
+    return out

@@ -16,7 +16,9 @@ report's `message`, the feedback page, Gradescope's `output`) sees a verdict:
 - `on_hand_in`: judged when handed in (`grade`); the self-check records it and says so.
 
 The self-check also leaves hidden checks to the hand-in: run on demand with fresh inputs, their
-pass/fail would be an oracle for the hidden inputs.
+pass/fail would be an oracle for the hidden inputs. What reveals nothing it judges like `grade`:
+the form of the predictions and the quiz answers (`grader.checks.form`: how many values, of which
+kind, never which), and the chapter's own self-check calls on the notebook's inputs.
 """
 
 from __future__ import annotations

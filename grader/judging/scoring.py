@@ -9,7 +9,8 @@ from grader.spec import CheckSpec, ExerciseSpec
 
 def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome,
                 exercise: ExerciseSpec | None = None) -> CheckResult:
-    own = outcome.cause not in ("same_values", "same_trace")  # a check failed only by another's values: its sentence is not the one missed
+    # a check failed (or not judged) only for another check's cause: its sentence is not the one missed
+    own = outcome.reason != "same_cause"
     sentences = [exercise.requirement(r).text for r in spec.verifies] if exercise and own else []
     return CheckResult(
         id=full_id,

@@ -8,6 +8,7 @@ from grader.checks.base import CheckOutcome
 from grader.checks.evidence import ENOUGH
 from grader.checks.numeric import NumericCheckImpl
 from grader.faults import one_line
+from grader.judging.attribution import Failure, one_message_per_cause
 from grader.judging.plan import Plan
 from grader.judging.reveal import Stage, judged_now, not_judged_yet, revealed
 from grader.judging.scoring import score_check, score_exercise
@@ -26,33 +27,8 @@ def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
                             judge_error=f"{check.full_id} raised {one_line(exc)}")
 
 
-def _subject(spec: CheckSpec) -> str | None:
-    """The student function a check judges (a custom check's `function` is the instructor's)."""
-    if spec.kind == "custom":
-        return spec.call
-    return getattr(spec, "function", None) if spec.kind != "interface" else spec.name
-
-
-def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str) -> CheckOutcome:
-    """One root cause, one message: a check that failed only because the function's values are
-    wrong, or because JAX cannot trace it (which `root` already says, with the call or the line),
-    gives no advice of its own. A structure or compile check fails so only when its program is
-    no evidence (`grader.checks.evidence`): wrong on too much, or right only on the examples."""
-    if outcome.cause == "values" and spec.kind in ("structure", "compile_limit"):
-        message, cause = (f"same wrong values as {root}; this check of {spec.title!r} counts once the program "
-                          "computes the right values for enough inputs, not only the notebook's examples"), "same_values"
-    elif outcome.cause == "values":
-        message, cause = f"same wrong values as {root}; this check of {spec.title!r} is judged once those are right", \
-            "same_values"
-    else:
-        message, cause = f"same tracing error as {root}; this check of {spec.title!r} is judged once it traces", \
-            "same_trace"
-    return outcome.model_copy(update={"message": message, "cause": cause, "reason": "same_cause",
-                                      "same_as": root,
-                                      "counterexample": outcome.counterexample or outcome.message})
-
-
-def own_property(check: NumericCheckImpl, spec: CheckSpec, seen: Seen, wrong: list[Check]) -> CheckOutcome | None:
+def own_property(check: NumericCheckImpl, spec: CheckSpec, seen: Seen,
+                 wrong: list[Check]) -> CheckOutcome | None:
     """The verdict of a value check that failed on inputs an earlier check already found wrong
     values for (`NumericCheckImpl.retests`): what it measures beyond those values, the form of the
     answers and that the function runs, decides it, on a program that is an attempt at the
@@ -69,31 +45,30 @@ def own_property(check: NumericCheckImpl, spec: CheckSpec, seen: Seen, wrong: li
 
 def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[ExerciseResult]:
     """Every check's verdict, as a student may see it (`grader.judging.reveal`): at the self-check stage
-    the checks left to the hand-in are recorded, not judged; a check failed only by values an
-    earlier check already showed wrong points to it (one root cause, one message), unless it
-    re-tests those very inputs for a property of its own (the shape, that it runs under jit):
-    then that property alone decides it (`own_property`)."""
+    the checks left to the hand-in are recorded, not judged; a value check failed only by values an
+    earlier check already showed wrong is judged on a property of its own when it has one (the
+    shape, that it runs under jit: `own_property`); then each cause is told once, by the check
+    `grader.judging.attribution` chooses, and the others failed by it point there."""
     results = []
     for exercise, checks in checks_plan:
-        scored = []
-        first: dict[tuple[str, str], str] = {}  # (function, cause) -> the first check it failed
+        failures: list[Failure | None] = []
         failed_on_values: list[Check] = []  # the value checks failed so far, whose inputs are known wrong
         for spec, check in zip(exercise.checks, checks):
             if not judged_now(spec, stage):
-                scored.append(score_check(check.full_id, spec, not_judged_yet(spec), exercise))
+                failures.append(None)
                 continue
             outcome = judge_one(check, spec, seen)
-            function = _subject(spec)
-            key = (function or "", outcome.cause or "")
+            echo = False
             if outcome.cause == "values" and isinstance(check, NumericCheckImpl):
+                echo = any(check.retests(other) for other in failed_on_values)
                 mine = own_property(check, spec, seen, failed_on_values)
                 failed_on_values.append(check)
                 outcome = mine if mine is not None else outcome
-            if outcome.cause in ("values", "trace") and key in first:
-                outcome = same_cause(outcome, spec, first[key])
-            elif outcome.cause in ("values", "trace") and function:
-                first[key] = check.full_id
-            scored.append(score_check(check.full_id, spec, revealed(outcome, spec), exercise))
+            failures.append(Failure(check.full_id, spec, outcome, echo))
+        outcomes = one_message_per_cause(failures)
+        scored = [score_check(check.full_id, spec, not_judged_yet(spec) if outcome is None
+                              else revealed(outcome, spec), exercise)
+                  for spec, check, outcome in zip(exercise.checks, checks, outcomes)]
         results.append(score_exercise(exercise, scored))
     return results
 

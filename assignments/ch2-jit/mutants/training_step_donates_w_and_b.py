@@ -1,4 +1,4 @@
-# fails: training.python_loop_calls_step
+# fails: training.python_loop_calls_step, training.python_loop_chapter_call
 # step donates w and b: right everywhere but where the chapter's cell passes one buffer as both
 # (`step(_w0, _b0, ...)` with `_w0 = _b0 = jnp.float32(0.0)`), which XLA refuses to donate twice;
 # the Python loop's first step meets that call in the step count, which passes w and b the same way.

@@ -156,21 +156,81 @@ def encode(obj: Any, depth: int = 0) -> dict:
 _CELL_FILE = re.compile(r"(ipykernel_\d+[/\\]\d+\.py|<ipython-input-[\d-]+>)$")
 
 
-def _cell_line(exc: BaseException) -> int | None:
-    """The line, in the student's cell, of the innermost frame of a cell in the traceback."""
-    line = None
+def _cell_frame(exc: BaseException) -> tuple[str, int] | None:
+    """The file and line, in the student's cell, of the innermost frame of a cell in the traceback."""
+    found = None
     tb = exc.__traceback__
     while tb is not None:
         if _CELL_FILE.search(tb.tb_frame.f_code.co_filename):
-            line = tb.tb_lineno
+            found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
         tb = tb.tb_next
-    return line
+    return found
+
+
+def _cell_line(exc: BaseException) -> int | None:
+    """The line, in the student's cell, of the innermost frame of a cell in the traceback."""
+    frame = _cell_frame(exc)
+    return frame[1] if frame else None
+
+
+# JAX's names for a traced value, which the chapter calls "a traced value": the classes
+# (DynamicJaxprTracer, JitTracer...), their reprs (`JitTracer(~int32[])`, `Traced<float32[]>with<...>`)
+_TRACER_WORDS = re.compile(
+    r"<class '[\w.]*Tracer'>(?:, \w*Tracer\((?:[^()]|\([^()]*\))*\))?"
+    r"|\b\w*Tracer\((?:[^()]|\([^()]*\))*\)"
+    r"|Traced<[^<>]*(?:<[^<>]*>[^<>]*)*>(?:with<[^<>]*(?:<[^<>]*>[^<>]*)*>)?"
+    r"|'\w*Tracer'|\b[A-Z]\w*Tracer\b")
+_PLACEHOLDER = "ShapeDtypeStruct"  # what the grader passes for a traced argument when it exports
+
+
+def _first_sentences(text: str) -> str:
+    """The exception's first line, with what a line ending in ":" announces (the next line, and the
+    indented ones under it: "wrong:\\n  expected 1\\n  got 2", "The error was:\\nTypeError: ..."), as
+    one line, never cut mid-sentence: past MAX_TEXT, cut after the last whole sentence that fits."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    said = lines[0].strip() if lines else ""
+    for line in lines[1:]:
+        if not (said.endswith(":") or line[:1].isspace()):
+            break
+        said += " " + line.strip()
+    if len(said) <= MAX_TEXT:
+        return said
+    end = said.rfind(". ", 0, MAX_TEXT - 1)
+    return said[: end + 1] if end > MAX_TEXT // 3 else _short(said)
+
+
+def _line_of(frame: tuple[str, int] | None) -> str:
+    """ " at line 7 of its cell (`return f(x, n)`)": where the student's code did it."""
+    if frame is None:
+        return ""
+    import linecache
+
+    code = linecache.getline(frame[0], frame[1]).strip()
+    code = code if len(code) <= 100 else code[:99] + "…"
+    return f" at line {frame[1]} of its cell" + (f" (`{code}`)" if code else "")
+
+
+def _in_chapter_words(exc: BaseException, said: str) -> tuple[str, str]:
+    """The exception's class and text in the chapter's words (traced and static arguments, "a
+    traced value"), never JAX's class names for tracers or the grader's placeholders: a static
+    argument that received a traced value, or the grader's placeholder for one, is told as the
+    static argument it is (`StaticArgumentError`, as `op_export` names one it finds itself)."""
+    ename = type(exc).__name__
+    whole = str(exc)
+    if "Non-hashable static arguments" in whole and "Trace" in whole:
+        return "StaticArgumentError", ("passes a traced value to an argument that a jax.jit function it "
+                                       "calls marks static (static_argnums / static_argnames)"
+                                       + _line_of(_cell_frame(exc)))
+    if _PLACEHOLDER in whole:
+        return "StaticArgumentError", ("marks static (static_argnums / static_argnames) an argument this "
+                                       "check passes traced, so it received no value"
+                                       + _line_of(_cell_frame(exc)))
+    return ename, _TRACER_WORDS.sub("a traced value", said)
 
 
 def _raised(exc: BaseException) -> dict:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    raised = {"ename": type(exc).__name__, "evalue": _short(first)}
+    ename, evalue = _in_chapter_words(exc, _first_sentences(str(exc)))
+    raised = {"ename": ename, "evalue": _short(evalue)}
     line = _cell_line(exc)
     if line is not None:
         raised["line"] = line
@@ -198,7 +258,8 @@ def _calls(request: dict) -> list[tuple[tuple, dict]]:
         args = [decode(a) for a in c.get("args", [])]
         for position, source in sorted((int(k), v) for k, v in (c.get("same_as") or {}).items()):
             call, arg = int(source["call"]), int(source["arg"])
-            earlier = made[call][0] if call < len(made) else args if call == len(made) and arg < position else None
+            earlier = (made[call][0] if call < len(made)
+                       else args if call == len(made) and arg < position else None)
             if earlier is None or not 0 <= position < len(args) or not 0 <= arg < len(earlier):
                 raise ValueError(f"same_as names no earlier argument: {position} -> ({call}, {arg})")
             args[position] = earlier[arg]
@@ -303,7 +364,8 @@ class _CountedCalls:
         self.originals.append((vars(jax), "jit", real))
         jax.jit = jit
         for space in self._spaces():
-            for name in [k for k, v in list(space.items()) if v is real and isinstance(k, str)][: self.MAX_NAMES]:
+            bound = [k for k, v in list(space.items()) if v is real and isinstance(k, str)]
+            for name in bound[: self.MAX_NAMES]:
                 self.originals.append((space, name, real))
                 space[name] = jit
 
@@ -416,18 +478,27 @@ def op_compile_count(request: dict, namespace: dict) -> dict:
 
 class _CacheMisses:
     """JAX's own explanation of each retrace (`jax_explain_cache_misses`) while the calls run:
-    the "* at x, now f32[4] and before f32[3]" lines, caught before any handler prints them."""
+    the "* at x, now f32[4] and before f32[3]" lines.
+
+    What JAX logs meanwhile is the grader's to read and never reaches the student's notebook (a
+    self-check runs this in the student's kernel, where JAX 0.6.2's own stderr handler on the
+    `jax` logger printed a "TRACING CACHE MISS" paragraph per call): the `jax` and `jaxlib`
+    loggers hand their records to this handler alone, the loggers below them pass theirs up,
+    at the level the explanations are logged, and JAX's cache-miss warnings are ignored. Every
+    logger, handler, level and filter is put back as it was afterwards."""
 
     LIMIT = 32
+    ROOTS = ("jax", "jaxlib")
 
     def __init__(self) -> None:
         import logging
 
         self.reasons: list[str] = []
-        self._logger = logging.getLogger("jax")
         self._handler = logging.Handler()
         self._handler.emit = self._record  # type: ignore[method-assign]
         self._before: Any = None
+        self._loggers: list[tuple[Any, list, int, bool, bool]] = []
+        self._warnings: Any = None
 
     def _record(self, record: Any) -> None:
         try:
@@ -438,26 +509,55 @@ class _CacheMisses:
             return
         for line in text.splitlines():
             line = line.strip()
-            if line.startswith("* ") and len(self.reasons) < self.LIMIT:
+            # JAX 0.6's "* key with different input types:" heads the lines that say which
+            if line.startswith("* ") and not line.startswith("* key with") and len(self.reasons) < self.LIMIT:
                 self.reasons.append(line[2:][:300])
 
+    def _capture_logs(self) -> None:
+        import logging
+
+        family = [logging.getLogger(root) for root in self.ROOTS]
+        family += [lg for name, lg in list(logging.Logger.manager.loggerDict.items())
+                   if isinstance(lg, logging.Logger) and name.startswith(tuple(f"{r}." for r in self.ROOTS))]
+        for lg in family:
+            self._loggers.append((lg, list(lg.handlers), lg.level, lg.propagate, lg.disabled))
+            lg.handlers = [self._handler] if lg.name in self.ROOTS else []
+            lg.disabled = False
+            lg.propagate = lg.name not in self.ROOTS
+            lg.setLevel(logging.WARNING if lg.name in self.ROOTS else logging.NOTSET)
+
+    def _restore_logs(self) -> None:
+        for lg, handlers, level, propagate, disabled in reversed(self._loggers):
+            lg.handlers = handlers
+            lg.setLevel(level)
+            lg.propagate, lg.disabled = propagate, disabled
+        self._loggers = []
+
     def __enter__(self) -> "_CacheMisses":
+        import warnings
+
         import jax
 
+        self._capture_logs()
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", message=".*CACHE MISS")
         try:
             self._before = jax.config.jax_explain_cache_misses
             jax.config.update("jax_explain_cache_misses", True)
         except (AttributeError, KeyError, ValueError):  # a JAX without the option: no explanations
             self._before = None
-        self._logger.addHandler(self._handler)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         import jax
 
-        self._logger.removeHandler(self._handler)
-        if self._before is not None:
-            jax.config.update("jax_explain_cache_misses", self._before)
+        try:
+            if self._before is not None:
+                jax.config.update("jax_explain_cache_misses", self._before)
+        finally:
+            self._warnings.__exit__(None, None, None)
+            self._restore_logs()
 
 
 def _argument_names(fn: Any) -> list[str]:
@@ -633,7 +733,8 @@ class _StrippedModules:
 
         def stripped(module: Any) -> bytes:
             try:
-                strip = passmanager.PassManager.parse("builtin.module(strip-debuginfo)", context=module.context)
+                strip = passmanager.PassManager.parse("builtin.module(strip-debuginfo)",
+                                                      context=module.context)
                 strip.run(module.operation)
             except Exception:  # noqa: BLE001 - serialized as it is, and stripped afterwards
                 self.active = False
@@ -782,7 +883,8 @@ def op_export(request: dict, namespace: dict) -> dict:
     try:
         return _export(request, namespace, fn)
     except Exception as exc:
-        refusal = _static_refusal(fn, set(range(len(request["args"]))) - {int(k) for k in request.get("fallback", {})})
+        baked = {int(k) for k in request.get("fallback", {})}
+        refusal = _static_refusal(fn, set(range(len(request["args"]))) - baked)
         if refusal is not None:
             raise refusal from exc
         raise
@@ -830,7 +932,8 @@ def _export(request: dict, namespace: dict, fn: Any) -> dict:
         exported = _without_locations(exported)
     blob = exported.serialize()
     result = {"op": "export", "module": base64.b64encode(bytes(blob)).decode("ascii"), "direct": direct,
-              "jitted": _is_jit(fn), "baked": baked, "out_tree": _short(tree), "fun_name": _short(exported.fun_name)}
+              "jitted": _is_jit(fn), "baked": baked, "out_tree": _short(tree),
+              "fun_name": _short(exported.fun_name)}
     if refused:
         result["jit_refused"] = refused
     if abstract_raised:

@@ -187,12 +187,21 @@ def _reversed(graph: _Graph) -> dict[Any, list[Any]]:
     return users
 
 
+def _as(kind: Any, value: Any) -> Any:
+    """`value` as an `ir.OpResult` or an `ir.BlockArgument` (`kind`), or None. The MLIR bindings of
+    JAX 0.6 hand out plain `Value`s, which only the class's own `isinstance` recognises."""
+    if isinstance(value, kind):
+        return value
+    recognises = getattr(kind, "isinstance", None)
+    return kind(value) if recognises is not None and recognises(value) else None
+
+
 def _is_constant(value: Any, depth: int = 4) -> bool:
     """A value fixed when traced: a constant, maybe broadcast or converted."""
     from jax._src.lib.mlir import ir
 
-    while depth > 0 and isinstance(value, ir.OpResult):
-        op = value.owner.operation
+    while depth > 0 and (result := _as(ir.OpResult, value)) is not None:
+        op = result.owner.operation
         if op.name in _CONSTANT_OPS:
             return True
         if op.name not in _SHAPING_OPS or len(op.operands) != 1:
@@ -208,8 +217,9 @@ def _carried_kind(argument: Any, nxt: Any) -> str:
 
     if nxt == argument:
         return "passed"
-    if isinstance(nxt, ir.OpResult):
-        op = nxt.owner.operation
+    result = _as(ir.OpResult, nxt)
+    if result is not None:
+        op = result.owner.operation
         if op.name in ("stablehlo.add", "stablehlo.subtract") and len(op.operands) == 2:
             a, b = op.operands[0], op.operands[1]
             if (a == argument and _is_constant(b)) or (op.name == "stablehlo.add" and b == argument and _is_constant(a)):
@@ -252,10 +262,11 @@ def _constant_bound(read: set) -> int | None:
 
     found = None
     for value in read:
-        if not isinstance(value, ir.OpResult) or value.owner.operation.name not in _CONSTANT_OPS:
+        result = _as(ir.OpResult, value)
+        if result is None or result.owner.operation.name not in _CONSTANT_OPS:
             continue
         try:
-            dense = ir.DenseIntElementsAttr(value.owner.operation.attributes["value"])
+            dense = ir.DenseIntElementsAttr(result.owner.operation.attributes["value"])
             number = int(dense[0]) if len(dense) == 1 or dense.is_splat else None
         except Exception:  # noqa: BLE001 - not an integer constant
             continue
@@ -268,7 +279,8 @@ def _defined_in(value: Any, op: Any, budget: _Budget) -> bool:
     """Whether `value` is defined inside `op`'s regions (bounded climb of its parents)."""
     from jax._src.lib.mlir import ir
 
-    owner = value.owner if isinstance(value, ir.OpResult) else value.owner.owner
+    result = _as(ir.OpResult, value)
+    owner = result.owner if result is not None else _as(ir.BlockArgument, value).owner.owner
     for _ in range(256):
         budget.spend()
         if owner is None:

@@ -1,0 +1,188 @@
+"""The student pack's `grade` (and its `python -m grader`): `grade submit.ipynb` checks a notebook
+as the instructor's `grade` grades it, on this machine, and prints the same view.
+
+Every visible check is judged; hidden checks, predictions and quiz answers say "checked when you
+hand in". The options and exit codes are the instructor's `grade`'s for one file (grader/cli.py):
+0 checked; 1 a score below --fail-under; 2 bad usage or an unreadable notebook; 3 the grader
+could not run; 130 Ctrl-C; 143 SIGTERM; 141 the output's reader left. Ctrl-C stops the notebook's
+process at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grader import interrupts
+from grader.errors import GraderError, UsageError
+from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
+from grader.usage import Parser
+
+if TYPE_CHECKING:
+    from grader.report import Report
+
+INSTRUCTOR_COMMANDS = ("validate", "export", "adjust", "gradescope-bundle", "pack", "schema")
+EXIT_CODES = """\
+exit codes:
+  0  checked (the score at or above --fail-under)
+  1  a score below --fail-under
+  2  bad usage, or a file that is not a notebook of this assignment (one sentence on stderr)
+  3  the grader could not run (Python could not start, or a bug: please report it)
+  130, 143  interrupted (Ctrl-C), terminated (SIGTERM)
+"""
+
+
+class _Version(argparse.Action):
+    """`--version`, read only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object):
+        super().__init__(option_strings, dest=dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from grader.selfgrade.grading import pack_environment
+
+        print(f"grade (the student pack: {pack_environment().grader})")
+        parser.exit()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = Parser(prog="grade", description=(
+        "Check your notebook as the course's grader will: its cells run in a fresh Python process on "
+        "this machine, every check on the notebook's own examples is given now, and the rest (hidden "
+        "inputs, predictions) is checked when you hand in."),
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=_Version)
+    p.add_argument("paths", nargs="+", metavar="NOTEBOOK", help="your notebook (.ipynb) or module (.py)")
+    p.add_argument("-a", "--assignment", help="assignment id (default: from the notebook)")
+    p.add_argument("--json", metavar="FILE", help="write the JSON report here ('-' prints only the JSON)")
+    p.add_argument("-v", "--verbose", action="store_true", help="list the passed checks too")
+    p.add_argument("--html", type=Path, metavar="PAGE", help="also write the feedback page (one file)")
+    p.add_argument("--timeout", type=float, help=(
+        "seconds allowed per cell, per exercise's checks and per check (overrides the assignment's limits)"))
+    p.add_argument("--fail-under", type=float, metavar="PERCENT",
+                   help="exit 1 if the score is below this percentage")
+    return p
+
+
+class _Progress:
+    """What runs now, on one line of a terminal's stderr (nothing when it is not a terminal)."""
+
+    def __init__(self) -> None:
+        self.shown = sys.stderr.isatty()
+
+    def __call__(self, text: str) -> None:
+        if self.shown:
+            sys.stderr.write(f"\r\033[K{text}…")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _later(report: Report) -> str | None:
+    """The points this check leaves to the hand-in, in one sentence (None when there are none)."""
+    points = sum(c.max_score for e in report.exercises for c in e.checks if c.reason == "on_hand_in")
+    if not points:
+        return None
+    return (f"{points:g} of the {report.max_score:g} points are checked when you hand in (hidden inputs, "
+            "predictions): your grade is the one the course's grader gives then")
+
+
+def _emit(report: Report, args: argparse.Namespace, path: Path) -> None:
+    from grader.render import summary
+    from grader.report import write
+
+    if args.json == "-":
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        return
+    tty = sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if tty else None
+    print(summary(report, color=tty, verbose=args.verbose, width=width))
+    later = _later(report)
+    if later:
+        print(later)
+    target = Path(args.json) if args.json else path.with_name(f"{path.stem}.report.json")
+    try:
+        write(report, target)
+        print(f"report: {terminal(target, PATH_LIMIT)}")
+    except OSError as exc:
+        print(f"grade: could not write the report to {terminal(target, PATH_LIMIT)} "
+              f"({terminal(exc.strerror)})", file=sys.stderr)
+
+
+def run(argv: list[str]) -> int:
+    if not argv:
+        print(_parser().format_usage() + "\n`grade --help` says more.", file=sys.stderr)
+        return 2
+    if argv[0] in INSTRUCTOR_COMMANDS and not Path(argv[0]).exists():
+        raise UsageError(f"`grade {argv[0]}` is the instructor's command; the student pack's grade checks "
+                         "your notebook: grade NOTEBOOK.ipynb")
+    args = _parser().parse_args(argv)
+    if len(args.paths) > 1:
+        raise UsageError("the student pack's grade checks one notebook at a time: grade NOTEBOOK.ipynb")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    path = Path(args.paths[0])
+    first = None
+    if path.is_file():  # Python boots (and imports JAX) while the grader imports and plans
+        from grader.selfgrade.child import Child
+
+        first = Child(path.resolve().parent)
+    progress = _Progress()
+    try:
+        from grader.selfgrade.grading import grade_notebook
+
+        report = grade_notebook(path, assignment=args.assignment, timeout=args.timeout, on_stage=progress,
+                                first=first)
+    finally:
+        progress.close()
+        if first is not None:
+            first.kill()
+    _emit(report, args, path)
+    if args.html:
+        from grader.feedback import write_page
+        from grader.submission import read_submission
+
+        shown = write_page(report, read_submission(path).cells, args.html)
+        print(f"feedback: {terminal(shown, PATH_LIMIT)}", file=sys.stderr if args.json == "-" else sys.stdout)
+    return 1 if _below(report, args.fail_under) else 0
+
+
+def _below(report: Report, fail_under: float | None) -> bool:
+    if fail_under is None or report.max_score == 0:
+        return False
+    return 100.0 * report.score / report.max_score < fail_under
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        with interrupts.handled():
+            return run(sys.argv[1:] if argv is None else argv)
+    except GraderError as exc:
+        print(f"grade: {terminal(exc, MESSAGE_LIMIT)}", file=sys.stderr)
+        return exc.exit_code
+    except interrupts.Terminated:
+        print("grade: terminated; the notebook's Python was stopped", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print("grade: interrupted; the notebook's Python was stopped", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as exc:  # noqa: BLE001 - a grader bug is one sentence and exit 3, never a traceback
+        print(f"grade: the grader failed ({terminal(f'{type(exc).__name__}: {exc}', MESSAGE_LIMIT)}), a bug: "
+              "please tell your instructor", file=sys.stderr)
+        return 3
+
+
+def entry() -> None:
+    """Console script. A normal exit (no JAX to tear down in this process): the exit handlers
+    stop the self-check's verifier child too."""
+    sys.exit(main())

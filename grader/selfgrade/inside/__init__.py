@@ -1,0 +1,1 @@
+"""The child process of the pack's `grade` (loaded by path: nothing here imports the grader)."""

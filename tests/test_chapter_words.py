@@ -1,0 +1,341 @@
+"""Messages in the chapter's words (issue 31, part 4), the same from the self-check and from `grade`.
+
+Each submission below is the reference with one mistake a student makes, graded both ways: by
+the notebook's self-check (`grader.selfcheck.check`, on the module's namespace) and by `grade`.
+Every text a student reads (the terminal view, the self-check's output, the checks' messages and
+the cell notes) names the cause in the chapter's terms and holds none of: JAX's class names for
+a traced value (`DynamicJaxprTracer`, `JitTracer`) or the grader's placeholder for one
+(`ShapeDtypeStruct`), IPython's file name for a cell ("4245309719.py, line 7"), a literal `\\n`,
+or a check's id ("newton.hidden", "call_1").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+from warm_grading import grade_warm
+
+from grader import GradeOptions
+from grader import assignment as assignments
+from grader.checks.base import CheckOutcome
+from grader.judging.attribution import Failure, in_cells, live_notebook_cells, one_message_per_cause
+from grader.kernel.inside import runtime
+from grader.render import summary
+from grader.report import Report
+from grader.selfcheck import check
+from grader.submission import SourceCell, read_submission
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "solutions" / "ch2-jit.py"
+SEED = 5
+
+TRACER_NAMES = re.compile(r"\b\w*Tracer\b|ShapeDtypeStruct|jax\._src")  # not TracerBoolConversionError
+CELL_FILES = re.compile(r"\b\d{5,}\.py\b|ipykernel_\d+|<ipython-input-")
+
+
+def check_ids() -> set[str]:
+    """Every check's id as the report writes it, and the bare ids that are not plain words."""
+    spec = assignments.load("ch2-jit").spec
+    ids = {f"{e.id}.{c.id}" for e in spec.exercises for c in e.checks}
+    return ids | {c.id for e in spec.exercises for c in e.checks if "_" in c.id}
+
+
+def assert_in_the_chapter_s_words(text: str) -> None:
+    assert not TRACER_NAMES.search(text), TRACER_NAMES.search(text)
+    assert not CELL_FILES.search(text), CELL_FILES.search(text)
+    assert "\\n" not in text, text
+    named = [i for i in check_ids() if re.search(rf"(?<![\w.]){re.escape(i)}(?![\w])", text)]
+    assert named == [], named
+
+
+def module(tmp_path: Path, *changes: tuple[str, str], name: str = "submit") -> Path:
+    """The reference module with each (old, new) replacement made (each must apply)."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    for old, new in changes:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def cells_run(path: Path) -> dict:
+    """The namespace the notebook's kernel holds after Run All, as the self-check sees it: each
+    cell compiled under the name IPython gives it and its lines kept where tracebacks find them;
+    a cell that raises defines nothing after its error, and the cells after it still run."""
+    import linecache
+
+    namespace: dict = {"__name__": "__main__"}
+    for cell in read_submission(path).cells:
+        name = f"<ipython-input-{cell.number or cell.index + 1}-0>"
+        linecache.cache[name] = (len(cell.source), None, cell.source.splitlines(keepends=True), name)
+        try:
+            exec(compile(cell.source, name, "exec"), namespace)
+        except Exception:  # noqa: BLE001 - a student's cell that raises, as in a notebook
+            pass
+    return namespace
+
+
+def self_check(namespace: dict, exercise: str, capsys: pytest.CaptureFixture) -> str:
+    check(exercise, "ch2-jit", namespace=namespace, seed=SEED)
+    return capsys.readouterr().out
+
+
+def grade(path: Path) -> tuple[Report, str]:
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED))
+    return report, summary(report, width=100)
+
+
+def student_texts(report: Report, terminal: str) -> list[str]:
+    return [terminal, *(c.message or "" for e in report.exercises for c in e.checks),
+            *(p.message for p in report.cell_problems)]
+
+
+def by_id(report: Report) -> dict:
+    return {c.id: c for e in report.exercises for c in e.checks}
+
+
+# ----------------------------------------------------------------------------- 1. tracer errors
+
+WRAPPED_STATIC = {
+    # a plain function around a jax.jit that marks num_steps (tol) static: tracing it passes a traced value
+    "training": (("@jax.jit\ndef train_fori(w, b, x, y, lr, num_steps):",
+                  '@partial(jax.jit, static_argnames="num_steps")\n'
+                  "def _train_fori(w, b, x, y, lr, num_steps):"),
+                 ("    return lax.fori_loop(0, num_steps, body, (w, b))",
+                  "    return lax.fori_loop(0, num_steps, body, (w, b))\n\n\n"
+                  "def train_fori(w, b, x, y, lr, num_steps):\n"
+                  "    return _train_fori(w, b, x, y, lr, num_steps)")),
+    "newton": (("@jax.jit\ndef newton_sqrt(a, tol):",
+                '@partial(jax.jit, static_argnames="tol")\ndef _newton(a, tol):'),
+               ("    return x, k\n",
+                "    return x, k\n\n\ndef newton_sqrt(a, tol):\n    return _newton(a, tol)\n")),
+}
+CALL_LINE = {"training": "`return _train_fori(w, b, x, y, lr, num_steps)`",
+             "newton": "`return _newton(a, tol)`"}
+TRACED_CHECK = {"training": "training.fori_uses_while", "newton": "newton.compiles_once"}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("exercise", ["training", "newton"])
+def test_a_traced_value_given_to_a_static_argument_is_told_as_one(tmp_path: Path, capsys,
+                                                                   exercise: str) -> None:
+    """Before: "ValueError: Non-hashable static arguments are not supported. An error occurred while
+    trying to hash an object of type <class '...DynamicJaxprTracer'>, JitTracer(~int32[]). The
+    error was:" (cut at its colon). After: the static argument, the traced value, the line."""
+    path = module(tmp_path, *WRAPPED_STATIC[exercise])
+    report, terminal = grade(path)
+    said = by_id(report)[TRACED_CHECK[exercise]].message or ""
+    out = self_check(cells_run(path), exercise, capsys)
+    for text in (said, out):
+        assert "passes a traced value to an argument that a jax.jit function it calls marks static" in text
+        assert "(static_argnums / static_argnames)" in text and CALL_LINE[exercise] in text, text
+        assert not text.rstrip().endswith(":") and "The error was" not in text
+    for text in [out, *student_texts(report, terminal)]:
+        assert_in_the_chapter_s_words(text)
+
+
+def test_jax_s_words_for_a_traced_value_become_the_chapter_s() -> None:
+    """What the probe reports of an exception: never a tracer's class or the grader's placeholder,
+    never a sentence stopped at its colon."""
+    placeholder = runtime._raised(TypeError("'>=' not supported between instances of "
+                                            "'DynamicJaxprTracer' and 'ShapeDtypeStruct'"))
+    assert placeholder["ename"] == "StaticArgumentError"
+    assert placeholder["evalue"].startswith("marks static (static_argnums / static_argnames) an argument")
+    operand = runtime._raised(TypeError("unsupported operand type(s) for +: 'DynamicJaxprTracer' and 'str'"))
+    assert operand == {"ename": "TypeError",
+                       "evalue": "unsupported operand type(s) for +: a traced value and 'str'"}
+    older = runtime._raised(TypeError("bad Traced<ShapedArray(float32[])>with<DynamicJaxprTrace(level=1/0)>"))
+    assert older["evalue"] == "bad a traced value"
+    colon = runtime._raised(AssertionError("tax_switch is wrong:\n  expected [0.]\n  got [1.]\nmore"))
+    assert colon["evalue"] == "tax_switch is wrong: expected [0.] got [1.]"
+    for raised in (placeholder, operand, older, colon):
+        assert not TRACER_NAMES.search(raised["evalue"]) and "\n" not in raised["evalue"]
+
+
+def test_a_static_argument_jax_itself_refuses_is_told_in_the_chapter_s_words() -> None:
+    """JAX's own exception, raised in this process: a jitted function with a static `n` called from
+    inside another jit."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    static = jax.jit(lambda x, n: lax.fori_loop(0, n, lambda i, y: y + x, x), static_argnums=1)
+    with pytest.raises(ValueError) as caught:
+        jax.jit(lambda x, n: static(x, n))(jnp.float32(1.0), 3)
+    assert "DynamicJaxprTracer" in str(caught.value) or "Tracer" in str(caught.value)  # what JAX says
+    raised = runtime._raised(caught.value)
+    assert raised["ename"] == "StaticArgumentError" and "traced value" in raised["evalue"]
+    assert not TRACER_NAMES.search(raised["evalue"])
+
+
+# ----------------------------------------------------------------------------- 2. one cause, its message
+
+GLOBAL_LR = (("@jax.jit\ndef step(", "LR = 0.05\n\n\n@jax.jit\ndef step("),
+             ("        return step(wb[0], wb[1], x, y, lr)", "        return step(wb[0], wb[1], x, y, LR)"))
+
+
+@pytest.mark.kernel
+def test_a_global_lr_is_told_by_the_check_that_names_it(tmp_path: Path, capsys) -> None:
+    """Before: `grade` led with fori_agrees ("apply step exactly num_steps times") and the
+    self-check with fori_compiles_once ("should not recompile"); fori_lr_zero's own sentence ("use
+    the lr argument, not a global") was "same wrong values as training.fori_agrees". After: the
+    check that names the cause leads, the others point to it by its title, both ways."""
+    path = module(tmp_path, *GLOBAL_LR)
+    report, terminal = grade(path)
+    fori = [c for c in by_id(report).values()
+            if c.id.startswith("training.") and "train_fori" in c.title and c.status != "passed"]
+    leads = [c for c in fori if c.reason != "same_cause"]
+    assert len(leads) == 1, [(c.id, c.message) for c in fori]
+    (lead,) = leads
+    assert "global" in (lead.message or ""), lead.message
+    for follower in fori:
+        if follower is not lead:
+            assert follower.same_as == lead.id and f"“{lead.title}”" in (follower.message or "")
+    compiles = by_id(report)["training.fori_compiles_once"]
+    assert "recompile" not in (compiles.message or "") and compiles.same_as == lead.id
+    out = self_check(cells_run(path), "training", capsys)
+    assert "global" in out and "should not recompile" not in out, out
+    assert lead.hidden or f"{lead.title} ({lead.max_score:g} pts): " in out  # the same lead, when visible
+    for text in [out, *student_texts(report, terminal)]:
+        assert_in_the_chapter_s_words(text)
+
+
+def _failure(check_id: str, outcome: CheckOutcome) -> Failure:
+    exercise, cid = check_id.split(".")
+    spec = next(c for e in assignments.load("ch2-jit").spec.exercises if e.id == exercise for c in e.checks
+                if c.id == cid)
+    return Failure(check_id, spec, outcome)
+
+
+def test_the_most_specific_failed_check_leads_and_a_compile_check_never_blames_recompiling() -> None:
+    wrong = CheckOutcome(status="failed", message="its own sentence", cause="values")
+    agrees, lr_zero, compiles = (_failure(i, wrong) for i in ("training.fori_agrees", "training.fori_lr_zero",
+                                                               "training.fori_compiles_once"))
+    out = one_message_per_cause([agrees, lr_zero, None, compiles])
+    assert out[1] is wrong and out[2] is None  # fori_lr_zero verifies "arguments" alone: it tells the cause
+    assert out[0].same_as == out[3].same_as == "training.fori_lr_zero"
+    assert "“train_fori with lr = 0 changes nothing”" in (out[0].message or "")
+    alone = one_message_per_cause([compiles])[0]  # the self-check: no value check of train_fori judged
+    assert alone.message.startswith("`train_fori` computes the right values for too few of this check's")
+    assert "recompile" not in alone.message and alone.counterexample == "its own sentence"
+
+
+# ----------------------------------------------------------------------------- 3. cells as students see them
+
+NOTEBOOK = ROOT / "solutions" / "ch2-jit.ipynb"
+
+
+def notebook(tmp_path: Path, old: str, new: str) -> Path:
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    changed = 0
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and old in source:
+            cell["source"], changed = source.replace(old, new), changed + 1
+    assert changed == 1
+    path = tmp_path / "submit.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def jupyter_number(path: Path, needle: str) -> int:
+    """The number Jupyter shows beside the code cell holding `needle` after Run All: code cells
+    that are not blank, the self-check cells included."""
+    cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+             if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    return next(n for n, c in enumerate(cells, 1) if needle in "".join(c["source"]))
+
+
+@pytest.mark.kernel
+def test_a_cell_is_named_by_its_number_never_by_ipython_s_file_name(tmp_path: Path, capsys) -> None:
+    """Before: "cell 3, line 3 raised SyntaxError: '(' was never closed (3861929179.py, line 3)",
+    where Jupyter shows that cell as [4] (the tax exercise's self-check cell runs before it)."""
+    path = notebook(tmp_path, "x0 = jnp.where(a < 1.0, 1.0, a)", "x0 = jnp.where(a < 1.0, 1.0, a")
+    number = jupyter_number(path, "def newton_sqrt")
+    assert number == 4
+    report, terminal = grade(path)
+    (problem,) = report.cell_problems
+    assert problem.message == f"cell {number}, line 3 raised SyntaxError: '(' was never closed", \
+        problem.message
+    assert f"because cell {number}, line 3 raised SyntaxError: '(' was never closed" in terminal
+    out = self_check(cells_run(path), "newton", capsys)
+    assert "not answered yet: define newton_sqrt" in out
+    for text in [out, *student_texts(report, terminal)]:
+        assert_in_the_chapter_s_words(text)
+
+
+@pytest.mark.kernel
+def test_a_message_of_several_lines_reads_as_one_on_a_terminal(tmp_path: Path, capsys) -> None:
+    """A cell's own assertion, written as the chapter writes its self-check cells
+    (`f"...:\\n  expected {a}\\n  got {b}"`). Before: "predictions look wrong:\\n  expected 1\\n  got
+    2" on the terminal, and the self-check's "...: newton_sqrt is wrong:" stopped at its colon."""
+    path = notebook(tmp_path, "predictions = [",
+                    'assert False, "predictions look wrong:\\n  expected 1\\n  got 2"\npredictions = [')
+    report, terminal = grade(path)
+    number = jupyter_number(path, "predictions = [")
+    assert (f"because cell {number}, line 2 raised AssertionError: predictions look wrong: expected 1 got 2"
+            in terminal), terminal
+    raising = module(tmp_path, ("    x0 = jnp.where(a < 1.0, 1.0, a)",
+                                '    assert False, "newton_sqrt is wrong:\\n  expected 1\\n  got 2"'),
+                     name="raising")
+    newton_report, newton_terminal = grade(raising)
+    out = self_check(cells_run(raising), "newton", capsys)
+    whole = re.compile(r"AssertionError at line \d+ of its cell: newton_sqrt is wrong: expected 1 got 2")
+    for text in (newton_terminal, out):  # before: "... at line 4 of its cell: newton_sqrt is wrong:"
+        assert whole.search(text), text
+    for text in [out, *student_texts(report, terminal), *student_texts(newton_report, newton_terminal)]:
+        assert_in_the_chapter_s_words(text)
+
+
+def test_ipython_s_file_names_become_the_cells_the_student_sees() -> None:
+    from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
+
+    cells = [SourceCell(index=1, source="import jax\n", number=1),
+             SourceCell(index=6, source="def f():\n  1 +\n", number=4)]
+    name = murmur2_x86(cells[1].source, get_tmp_hash_seed())
+    said = f"invalid syntax ({name}.py, line 2)"
+    assert in_cells(said, cells, here=cells[1]) == "invalid syntax"  # the message names the cell already
+    assert in_cells(said, cells) == "invalid syntax (cell 4, line 2)"
+    traced = f"tracing f at /tmp/ipykernel_812/{name}.py:2 for jit"
+    assert in_cells(traced, cells) == "tracing f at cell 4, line 2 for jit"
+    assert in_cells("in <ipython-input-4-0>", cells) == "in cell 4"  # the pack's runner names cells so
+    module_cell = SourceCell(index=2, source="def f():\n  1 +\n", first_line=30)
+    assert in_cells(said, [module_cell]) == "invalid syntax (line 31)"  # a module's lines are the file's
+    assert in_cells("/tmp/ipykernel_1/1.py:3", cells) == "a cell, line 3"
+
+
+def test_a_self_check_names_cells_by_the_numbers_jupyter_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import IPython
+
+    class History:
+        input_hist_raw = ["", "import jax\n", "def f():\n  return 1\n", "x = 2\n", "def f():\n  return 1\n"]
+
+    class Shell:
+        history_manager = History()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    cells = live_notebook_cells()
+    assert {c.source: c.number for c in cells} == {"import jax\n": 1, "def f():\n  return 1\n": 4,
+                                                   "x = 2\n": 3}
+
+
+# ----------------------------------------------------------------------------- 4. the exercise's words
+
+def test_the_self_check_names_checks_by_their_titles(capsys) -> None:
+    """Before: "2 checked when you hand in (8 pts): hidden, iterations" and "call_1, call_2, ..."."""
+    reference = runpy.run_path(str(REFERENCE))
+    for exercise, title in (("newton", "newton_sqrt on hidden values of a"),
+                            ("detective", "call ① detective(jnp.ones(3))")):
+        out = self_check(reference, exercise, capsys)
+        (later,) = [line for line in out.splitlines() if "checked when you hand in" in line]
+        assert title in later, later
+        assert_in_the_chapter_s_words(out)
+    wrong = dict(reference, newton_sqrt=lambda a, tol: (a, 1))
+    out = self_check(wrong, "newton", capsys)
+    assert "✗ newton_sqrt is wrapped in jax.jit (3 pts): " in out
+    assert_in_the_chapter_s_words(out)
