@@ -14,6 +14,7 @@ import argparse
 import difflib
 import json
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
 from grader.usage import Parser
 
 if TYPE_CHECKING:
+    from grader.batch.run import BatchResult
     from grader.report import Report
 
 
@@ -34,6 +36,8 @@ subcommands:
   grade validate [ASSIGNMENT ...]  check that assignments are sound (kill matrix, --junit, --json)
   grade export OUTDIR              rebuild a batch's outputs; add --canvas ROSTER.csv, --moodle, --gradescope
   grade adjust OUTDIR STUDENT --points P --reason "..."   change a grade by hand (kept across regrades)
+  grade remove OUTDIR STUDENT... [--reason "..."]   take students out of a batch (kept in its gradebook)
+  grade report OUTDIR [--json]     what the class got wrong: per check, failure rates and groups
   grade gradescope-bundle ASSIGNMENT -o autograder.zip   the zip to upload to Gradescope
   grade pack ASSIGNMENT -o DIR     what students get: a self-check wheel without the answer key
   grade schema                     print the JSON Schema of assignment.toml
@@ -44,7 +48,8 @@ exit codes:
   1  a score below --fail-under; validate: something does not hold
   2  bad usage or input (one sentence on stderr)
   3  the grader or an assignment is broken (a grader bug is reported as such)
-  4  batch: some submissions could not be graded (named at the end, by reason)
+  4  batch: some submissions could not be graded (named at the end, by reason);
+     export: a graded student matched no row of the Canvas export (each named on stderr)
   141  the reader of the output left (| head): the output stops there
   130, 143  interrupted (Ctrl-C), terminated (SIGTERM); finished reports are kept
 """
@@ -74,7 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="list the passed checks too")
     p.add_argument("--html", type=Path, metavar="PAGE", help="also write the feedback page to hand back (one file)")
     p.add_argument("-o", "--outdir", type=Path, help="write reports into this folder")
-    p.add_argument("--seed", type=int, help="seed of the hidden inputs (default: fresh, one for a whole batch; recorded in each report)")
+    p.add_argument("--seed", type=int,
+                   help="seed of the hidden inputs (default: fresh; a batch keeps its own for every regrade; "
+                        "recorded in each report)")
+    p.add_argument("--new-seed", action="store_true",
+                   help="batch: draw new hidden inputs for the batch, and regrade every submission on them")
     p.add_argument("--timeout", type=float, help="seconds allowed per cell, per exercise's probe and per probe request (overrides the assignment's limits)")
     p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this percentage")
     p.add_argument("--student", help="student id recorded in the report")
@@ -226,7 +235,7 @@ def _batch(args: argparse.Namespace) -> int:
                            sandbox=sandboxed, student=args.student)
     result = grade_many([Path(p) for p in args.paths], args.outdir, options, jobs=args.jobs,
                         force=args.force or single, formats=set(args.format), scheduler=args.scheduler,
-                        fail_under=args.fail_under, only=args.only)
+                        fail_under=args.fail_under, only=args.only, new_seed=args.new_seed)
     if single:
         _print_single(args)
     for path, why in sorted(result.skipped.items()):
@@ -234,8 +243,7 @@ def _batch(args: argparse.Namespace) -> int:
     skipped = f"; {len(result.skipped)} other file(s) skipped" if result.skipped else ""
     print(f"{result.found} submission(s): {result.graded} graded, {result.errors} not graded, "
           f"{result.resumed} unchanged since the last run{skipped}")
-    if result.graded and args.seed is None:
-        print(f"hidden inputs drawn with seed {result.seed}, the same for every submission (--seed {result.seed} draws them again)")
+    _print_seed(result, args)
     if result.errors:
         print("not graded, by reason (their reports say more):")
         for line in not_graded_lines(result):
@@ -244,6 +252,8 @@ def _batch(args: argparse.Namespace) -> int:
         print(f"graded, but a cell killed the kernel: {', '.join(terminal(s, 40) for s in sorted(result.died)[:8])}"
               + (", …" if len(result.died) > 8 else ""))
     print(f"reports, feedback/, summary.csv, gradebook.sqlite and index.html in {terminal(args.outdir, PATH_LIMIT)}")
+    if result.gone:
+        print(_gone(result.gone, args))
     for warning in result.warnings:
         print(f"grade: {terminal(warning, MESSAGE_LIMIT)}", file=sys.stderr)
     if result.interrupted:
@@ -258,6 +268,40 @@ def _batch(args: argparse.Namespace) -> int:
     if result.errors:
         return 4
     return 1 if result.below else 0
+
+
+def _print_seed(result: BatchResult, args: argparse.Namespace) -> None:
+    """Which hidden inputs the submissions graded now met: the batch's seed, drawn now or before."""
+    draw = result.seed_draw
+    if draw is None or not result.graded:
+        return
+    if result.seed_new and draw.redrawn:
+        print(f"hidden inputs drawn again with seed {draw.seed} (was {result.seed_before}): every submission "
+              "found regraded on them")
+    elif result.seed_new and args.seed is None:
+        print(f"hidden inputs drawn with seed {draw.seed}, the same for every submission (--seed {draw.seed} "
+              "draws them again; kept with the batch for every regrade, --new-seed draws new ones)")
+    elif not result.seed_new:
+        print(f"hidden inputs from the batch's seed {draw.seed} (drawn on {draw.drawn_at[:10]}), as for "
+              "every submission before (--new-seed draws new ones and regrades all)")
+    behind = result.other_seed
+    if behind and not result.interrupted:
+        print(f"{len(behind)} student(s) still graded with an earlier seed: "
+              + ", ".join(terminal(s, 40) for s in behind[:8]) + (", …" if len(behind) > 8 else ""))
+
+
+GONE_SHOWN = 8  # students named, and put in the `grade remove` command, at a batch's end
+
+
+def _gone(gone: list[str], args: argparse.Namespace) -> str:
+    """The sentence naming the students of OUT whose file is gone, with the command that removes them."""
+    shown = gone[:GONE_SHOWN]
+    more = f" and {len(gone) - GONE_SHOWN} more" if len(gone) > GONE_SHOWN else ""
+    folders = " ".join(terminal(p, PATH_LIMIT) for p in args.paths)
+    command = " ".join(["grade", "remove", shlex.quote(str(args.outdir)), *(shlex.quote(s) for s in shown)])
+    return (f"{len(gone)} student(s) of {terminal(args.outdir, PATH_LIMIT)} have no file in {folders} any "
+            f"more: {', '.join(terminal(s, 40) for s in shown)}{more}. They stay in summary.csv, the class "
+            f"page and the exports until removed: {terminal(command, MESSAGE_LIMIT)} --reason \"...\"")
 
 
 def _print_single(args: argparse.Namespace) -> None:
@@ -306,6 +350,18 @@ def _adjust(argv: list[str]) -> int:
     return adjust(Parser, argv)
 
 
+def _remove(argv: list[str]) -> int:
+    from grader.term.remove import remove
+
+    return remove(Parser, argv)
+
+
+def _report(argv: list[str]) -> int:
+    from grader.term.report_command import report
+
+    return report(Parser, argv)
+
+
 def _gradescope_bundle(argv: list[str]) -> int:
     from grader.gradescope.bundle import cli_bundle
 
@@ -340,7 +396,8 @@ def _take_assignments(argv: list[str]) -> list[str]:
 def run(argv: list[str]) -> int:
     argv = _take_assignments(argv)
     subcommands = {"schema": _schema, "validate": _validate, "export": _export, "pack": _pack,  # a file: ./schema
-                   "adjust": _adjust, "gradescope-bundle": _gradescope_bundle}
+                   "adjust": _adjust, "remove": _remove, "report": _report,
+                   "gradescope-bundle": _gradescope_bundle}
     if argv and argv[0] in subcommands:
         return subcommands[argv[0]](argv[1:])
     if not argv:
@@ -361,6 +418,9 @@ def run(argv: list[str]) -> int:
     batch = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths) or args.outdir is not None
     if args.only and not batch:
         raise UsageError("--only regrades students of a batch: pass the submissions folder and -o OUTDIR")
+    if args.new_seed and not batch:
+        raise UsageError("--new-seed draws new hidden inputs for a batch: pass the submissions folder and -o "
+                         "OUTDIR (one file without -o draws fresh inputs anyway)")
     if batch:
         return _batch(args)
     if args.scheduler or args.format:

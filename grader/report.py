@@ -26,7 +26,8 @@ CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped"]
 #   not_answered  a name the exercise asks for is not defined, or holds no answer (`not_answered` says
 #                 which): the verdict says nothing about the student's answer
 #   same_cause    failed only for the root cause another check of the same function already shows
-#                 (`same_as`): wrong values, or not traceable
+#                 (`same_as`): wrong values, or not traceable; or skipped, an answer not judged while
+#                 its form check (`same_as`) fails (grader.checks.form)
 #   on_hand_in    skipped: the self-check records it, `grade` judges it when the work is handed in
 #   kernel_died   the Python kernel died while this check's question ran (the submission's code killed it)
 Reason = Literal["not_answered", "same_cause", "on_hand_in", "kernel_died"]
@@ -181,6 +182,29 @@ class LatePenalty(_Model):
     rule: str = Field(description="the policy in words: '10% of the points per day late, at most 50%'")
 
 
+class LmsSubmission(_Model):
+    """Who an LMS's download says handed the file in, and whether it marked it late: read from the
+    file's or its folder's name (Canvas, Moodle) and Gradescope's submission_metadata.yml
+    (grader/term/lms_names.py)."""
+
+    lms: Literal["canvas", "moodle", "gradescope"]
+    user_id: str | None = Field(default=None, description=(
+        "Canvas's user id (the gradebook export's ID column); Moodle's participant number"))
+    name: str | None = Field(default=None, description=(
+        "as the LMS wrote it: Canvas's lower-cased sortable name without punctuation (anon_<id> when "
+        "anonymous), Moodle's full name, Gradescope's submitter's name"))
+    sid: str | None = Field(default=None, description="Gradescope's student id")
+    email: str | None = Field(default=None, description="Gradescope's e-mail address")
+    submission_id: str | None = Field(default=None, description=(
+        "Canvas's attachment id, Gradescope's submission id: they change with every upload"))
+    file_name: str | None = Field(default=None, description="the name the student uploaded the file under")
+    late: bool | None = Field(description="Canvas's LATE mark; None where the download does not say")
+    anonymous: bool = Field(default=False, description="Canvas's anonymous grading: no user id to match")
+    submitted_at: str | None = Field(default=None, description="Gradescope's submission time, ISO 8601")
+    group: list[str] = Field(default_factory=list, description=(
+        "Gradescope: the other submitters of a group submission (e-mail, else sid, else name)"))
+
+
 class ProgramFingerprint(_Model):
     """For the instructor: a normalised summary of one exported program (locations, names and
     the order of constants stripped), so that copied work can be found on the compiled program."""
@@ -223,6 +247,8 @@ class Report(_Model):
         default_factory=list, description="for the instructor: the exported programs' fingerprints (copied work)")
     adjustments: list[Adjustment] = Field(default_factory=list, description="grade changes by hand, with why")
     late: LatePenalty | None = Field(default=None, description="the late policy's penalty, when late")
+    lms: LmsSubmission | None = Field(default=None, description=(
+        "who the LMS's download says handed it in, and its late mark (None: not an LMS's name)"))
     final_score: float | None = Field(
         default=None, description="score after the late penalty and the adjustments (None when neither applies)")
 

@@ -5,7 +5,7 @@ sub-folder `carol/` holding exactly one notebook or module is `carol`'s. Two sub
 student is an error for that student only (`conflicts`).
 
 Everything in a submissions folder is hostile data, so discovery never follows a symbolic link
-and never opens a file (it only lists folders and lstats their entries):
+and opens no file but Gradescope's metadata (below; it lists folders and lstats their entries):
 
 - an entry that is a symbolic link (to the solutions, another student's file, `/proc`, nowhere) is
   "a symbolic link, not a submission" for the student it would be: the stem of `alice.ipynb`, or
@@ -25,6 +25,13 @@ and never opens a file (it only lists folders and lstats their entries):
 Paths given on the command line are the instructor's: a given folder may be a link (it is
 listed), a given file is read as any submission (so a link is refused).
 
+A folder as an LMS hands it out names its students the LMS's way (grader/term/lms_names.py, which
+cites each LMS's code): Canvas's `garcíajosé_LATE_10002_5551_ch2-jit.ipynb` is `garcíajosé_10002`'s,
+Moodle's `Anna Müller_1234567_assignsubmission_file_/` is `Anna Müller_1234567`'s, Gradescope's
+`submission_4242/` is the submitter's e-mail address from the `submission_metadata.yml` beside it
+(the one file discovery reads, as a submission is read: never through a link, bounded; unreadable,
+it is listed in `skipped` and the folders keep Gradescope's names).
+
 Student ids go into reports verbatim; the files named after them (`OUT/<name>.json`,
 `OUT/gradescope/<name>/`, named in grader/outputs/names.py) use `student_file_stem`, which is
 safe and distinct for distinct ids, case-insensitively too.
@@ -41,7 +48,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from grader.report import LmsSubmission
 from grader.submission import SUFFIXES, SYMLINK, display_path, file_problem, os_problem
+from grader.term import lms_names
+from grader.term.lms_names import GRADESCOPE_METADATA, MetadataUnreadable
 
 IGNORED = {"__pycache__", ".ipynb_checkpoints", ".DS_Store", ".git"}
 NOT_UTF8 = "its name is not valid UTF-8, so it cannot be recorded as it is; rename it"
@@ -95,11 +105,20 @@ def _utf8(name: str) -> bool:
         return False
 
 
-def _student_of(name: str) -> str:
-    """The student an entry belongs to: `alice.ipynb` -> alice, a folder `carol` -> carol."""
+def _student_of(name: str, metadata: dict[str, LmsSubmission] | None = None) -> str:
+    """The student an entry belongs to: `alice.ipynb` -> alice, a folder `carol` -> carol; an
+    LMS's name -> the LMS's student (`metadata`: Gradescope's, for its `submission_<id>` folders)."""
     path = Path(name)
-    stem = path.stem if path.suffix.lower() in SUFFIXES else name
-    return stem if _utf8(stem) else display_path(stem)
+    is_file = path.suffix.lower() in SUFFIXES
+    stem = path.stem if is_file else name
+    if not _utf8(stem):
+        return display_path(stem)
+    if is_file:
+        found = lms_names.canvas(name) or lms_names.moodle(name, folder=False)
+    else:
+        found = (lms_names.gradescope_folder(name, metadata) or lms_names.moodle(name, folder=True)
+                 or lms_names.canvas(name))
+    return lms_names.student_id(found) if found is not None else stem
 
 
 class _Finder:
@@ -143,14 +162,15 @@ class _Finder:
         except OSError as exc:
             self.skipped[display_path(folder)] = os_problem(exc)
             return
+        metadata = self._gradescope_metadata(folder, entries)
         for entry in entries:
             path = Path(entry.path)
-            if entry.name in IGNORED:
+            if entry.name in IGNORED or entry.name == GRADESCOPE_METADATA:  # read, or listed as unreadable
                 continue
             if entry.name.startswith("."):
                 self.skipped[display_path(path)] = "a hidden file or folder (its name starts with a dot)"
                 continue
-            student = _student_of(entry.name)
+            student = _student_of(entry.name, metadata)
             try:
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError as exc:
@@ -164,6 +184,19 @@ class _Finder:
                 self.add(student, path, file_problem(mode))
             else:
                 self.skipped[display_path(path)] = "not a .ipynb notebook or .py module"
+
+    def _gradescope_metadata(self, folder: Path,
+                             entries: list[os.DirEntry[str]]) -> dict[str, LmsSubmission] | None:
+        """Gradescope's submission_metadata.yml in this folder, or None (none, or unreadable: listed)."""
+        if not any(e.name == GRADESCOPE_METADATA for e in entries):
+            return None
+        path = folder / GRADESCOPE_METADATA
+        try:
+            return lms_names.read_gradescope_metadata(path)
+        except MetadataUnreadable as exc:
+            self.skipped[display_path(path)] = (f"Gradescope's submission metadata, not read ({exc}): its "
+                                                "submission_<id> folders keep those names")
+            return None
 
     def student_folder(self, student: str, folder: Path) -> None:
         try:

@@ -9,7 +9,7 @@ done; and rebuild every output from the gradebook (`term.outputs`) in one commit
 (`term.staging`), every CHECKPOINT_EVERY reports and at the end, Ctrl-C included, so what was
 done is kept, a rerun resumes, and a crash leaves the last consistent state.
 
-Which assignment (`grader.pipeline.decide_assignment`, where every choice of an assignment is
+Which assignment (`grader.assignment_choice.decide_assignment`, where every choice of an assignment is
 made): the one given with -a (an id, or a folder of the instructor's); else the one that a strict
 majority of the readable submissions names; else the only assignment there is. Without such a
 majority the batch stops before anything is graded, with one line giving the count per
@@ -19,6 +19,14 @@ an error report naming both ("this notebook says it is for ch2-practice, but thi
 ch2-jit"), one naming anything else (a path, `..`, a non-string, an unknown id) an error report
 saying it is not an assignment here. Nothing a notebook names is ever loaded.
 
+The hidden inputs are drawn from the batch's one seed, kept with it in OUT's gradebook
+(grader/batch/seed.py): a resumed batch grades what it regrades with that seed, so identical
+files get identical verdicts; `new_seed` (or another `--seed`) draws new inputs and regrades all.
+
+A student of the gradebook whose file is no longer among those graded (a file renamed or
+removed) stays in every output; a batch of whole folders names them (`BatchResult.gone`), and
+`grade remove` (grader/term/remove.py) takes them out.
+
 Whatever is wrong with one student's files (a link, a FIFO, an OS error, too big, unreadable)
 is that student's error report, and the batch goes on. Reports are written to
 `OUT/<student_file_stem(student)>.json`; the ids themselves are kept verbatim inside.
@@ -27,27 +35,28 @@ is that student's error report, and the batch goes on. Reports are written to
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from grader import assignment as assignments
 from grader import interrupts, precompile
+from grader.assignment_choice import decide_assignment, wrong_claim
 from grader.assignment_digest import assignment_digest
 from grader.batch.discovery import Discovery, discover
 from grader.batch.executors import Executor, LocalExecutor, SerialExecutor, Task, error_report
 from grader.batch.progress import Progress
+from grader.batch.seed import choose_seed
 from grader.errors import SubmissionUnreadable, UsageError
 from grader.faults import is_internal
 from grader.options import GradeOptions
-from grader.outputs.gradebook import ExportSettings, Gradebook, Stored
+from grader.outputs.gradebook import ExportSettings, Gradebook, SeedDraw, Stored
 from grader.outputs.names import OutputFolder
 from grader.outputs.rebuild import rebuild
 from grader.outputs.staging import Staging, locked, recover
-from grader.pipeline import decide_assignment, wrong_claim
 from grader.report import Report, environment
 from grader.submission import Peek, display_path, peek
+from grader.term import reference_programs
 from grader.term.late import load_policy, load_times
 
 
@@ -67,7 +76,12 @@ class BatchResult(BaseModel):
     internal: list[str] = []  # students whose grading met a grader bug (grader.faults): exit 3
     assignment: str | None = None  # what the batch graded (-a, or decided from the notebooks)
     recovered: bool = False  # an earlier run's interrupted commit was finished first
-    seed: int | None = None  # of the hidden inputs of every submission graded now (--seed, else drawn once)
+    seed: int | None = None  # of the hidden inputs of every submission graded now: the batch's
+    seed_draw: SeedDraw | None = None  # the batch's seed, when it was drawn, whether the instructor asked
+    seed_new: bool = False  # drawn by this run: the batch's first, or one asked for (`seed_draw.redrawn`)
+    seed_before: int | None = None  # the seed a new draw replaced
+    other_seed: list[str] = []  # students still graded with an earlier seed (no file now, or interrupted)
+    gone: list[str] = []  # students of OUT whose file is not among those graded (a batch of whole folders)
     warnings: list[str] = []  # an export that could not be rebuilt
 
 
@@ -153,9 +167,10 @@ CHECKPOINT_EVERY = 25
 def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs: int = 1,
                force: bool = False, formats: set[str] = frozenset(), scheduler: str | None = None,
                fail_under: float | None = None, only: list[str] | None = None,
-               settings: ExportSettings | None = None) -> BatchResult:
+               settings: ExportSettings | None = None, new_seed: bool = False) -> BatchResult:
     """Grade what `paths` hold into OUT; with `only`, regrade just those students (forced) and
-    rebuild everything else around them. Every update of OUT is one commit (`term.staging`)."""
+    rebuild everything else around them; with `new_seed`, draw new hidden inputs and regrade all.
+    Every update of OUT is one commit (`term.staging`)."""
     found = _as_recorded(discover(paths), paths, out_dir, options.student)
     # (student, printable path, reason, its group at the batch's end: the reason without their details)
     failed: list[tuple[str, str, str, str]] = []
@@ -201,27 +216,43 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
         else:
             candidates.append((student, path, item))
 
+    # the whole class: every student of OUT should be among those found, and a new seed can regrade all
+    whole = only is None and all(Path(p).is_dir() for p in paths)
     out_dir.mkdir(parents=True, exist_ok=True)
     with locked(out_dir):  # the whole batch, checkpoints included: no other command interleaves
-        return _grade_into(out_dir, options, failed, candidates, found, batch_id, digest, jobs=jobs, force=force,
-                           formats=formats, scheduler=scheduler, fail_under=fail_under, settings=settings)
+        return _grade_into(out_dir, options, failed, candidates, found, batch_id, digest, jobs=jobs,
+                           force=force, formats=formats, scheduler=scheduler, fail_under=fail_under,
+                           settings=settings, new_seed=new_seed, whole=whole)
 
 
 def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, str, str, str]],
                 candidates: list[tuple[str, Path, Peek]], found: Discovery, batch_id: str | None,
                 digest: str | None, *, jobs: int, force: bool, formats: set[str], scheduler: str | None,
-                fail_under: float | None, settings: ExportSettings | None) -> BatchResult:
+                fail_under: float | None, settings: ExportSettings | None, new_seed: bool,
+                whole: bool) -> BatchResult:
     recovered = recover(out_dir)
-    if options.seed is None:  # one draw for the batch: the same code meets the same hidden inputs
-        options = options.model_copy(update={"seed": secrets.randbelow(2**31)})
     policy = load_policy(out_dir)  # a bad late.toml or times CSV stops the batch before it grades,
     if policy is not None:         # not at its commit, which would discard the grading
         load_times(out_dir, policy)
     env = environment()
-    result = BatchResult(found=len(failed) + len(candidates), graded=0, resumed=0, errors=0, interrupted=False,
-                         skipped=found.skipped, assignment=batch_id, recovered=recovered, seed=options.seed)
+    result = BatchResult(found=len(failed) + len(candidates), graded=0, resumed=0, errors=0,
+                         interrupted=False, skipped=found.skipped, assignment=batch_id, recovered=recovered)
     batch = _Committing(out_dir, settings or ExportSettings(gradescope="gradescope" in formats))
     try:
+        book = batch.gradebook
+        recorded = book.seed()
+        stored = recorded or book.seed_most_graded_with()
+        choice = choose_seed(stored, options.seed, new_seed, whole_batch=whole)
+        if choice.new or recorded is None:
+            book.record_seed(choice.draw)
+        options = options.model_copy(update={"seed": choice.seed})
+        result.seed, result.seed_draw, result.seed_new = choice.seed, choice.draw, choice.new
+        if stored is not None and choice.new and choice.draw.redrawn:
+            result.seed_before = stored.seed
+        if whole:
+            found_now = {f[0] for f in failed} | {c[0] for c in candidates}
+            result.gone = [s for s in book.students() if s not in found_now]
+
         def keep(report: Report, group: str | None = None) -> None:
             batch.record(report, digest)
             if report.status == "error":
@@ -238,7 +269,7 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
             keep(error_report(Task(student=student, path=shown, options=options), reason), group)
         tasks = []
         key = Stored(sha256=None, assignment=batch_id, assignment_digest=digest, grader_version=env.grader,
-                     jax_version=env.jax)
+                     jax_version=env.jax, seed=options.seed)
         for student, path, item in candidates:
             if not force and batch.gradebook.is_current(student, key.model_copy(update={"sha256": item.sha256})):
                 result.resumed += 1
@@ -248,6 +279,7 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
             tasks.append(Task(student=student, path=os.path.abspath(path), options=options))
         if tasks and options.assignment:  # the reference's programs, compiled once for the class
             precompile.ensure(assignments.load(options.assignment), sandbox=options.sandbox)
+            reference_programs.ensure(assignments.load(options.assignment), options)  # for copied work
         progress = Progress(len(tasks))
         try:
             for _, report in executor_for(jobs, scheduler).map(tasks):
@@ -258,6 +290,8 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
             result.terminated = isinstance(stop, interrupts.Terminated)
         finally:
             progress.close()
+        assert options.seed is not None
+        result.other_seed = batch.gradebook.graded_with_another_seed(options.seed)
         reports = batch.commit()
     except BaseException:
         batch.abort()

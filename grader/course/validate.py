@@ -1,6 +1,7 @@
 """`grade validate`: prove that an assignment folder is sound before students see it.
 
-For each assignment: its spec loads; every requirement has a check and every check names the
+For each assignment: its spec loads, from a folder named as the spec's `id` (else a row says to
+rename the folder); every requirement has a check and every check names the
 requirement it verifies; every reference solution scores full marks; the template scores zero
 with "not answered yet" on every exercise; every hand-written mutant (`assignments/<id>/mutants/`)
 fails exactly the checks its header declares; every mutant the grader derives from the reference
@@ -320,6 +321,9 @@ class _Validator:
         spec = loaded.spec
         self.check_ids = [f"{e.id}.{c.id}" for e in spec.exercises for c in e.checks]
         self.row("spec loads", True, f"{len(self.check_ids)} checks")
+        mismatch = folder_name_mismatch(loaded.folder, spec.id)
+        if mismatch is not None:
+            self.row(FOLDER_NAME_ITEM, False, mismatch)
         self._requirements(loaded)
         return loaded, self._items(loaded)
 
@@ -575,6 +579,19 @@ def _equivalences(loaded: Assignment) -> dict[str, str]:
 
 
 COVERAGE_ITEM = "every check can fail"
+FOLDER_NAME_ITEM = "folder named as the spec's id"
+
+
+def folder_name_mismatch(folder: Path, spec_id: str) -> str | None:
+    """The sentence when an assignment's folder is not named as its spec's `id` (None when it is).
+    The folder is what to rename: the id is what handed-out notebooks, solutions/<id>.* and every
+    report name, while `-a`, `grade validate` and a notebook's claim find an assignment by its
+    folder's name, so a batch of its notebooks could not find it without -a."""
+    if folder.name == spec_id:
+        return None
+    return (f"the folder is named {folder.name!r} but its spec's id is {spec_id!r}: rename the folder to "
+            f"{spec_id} (notebooks, solutions/{spec_id}.* and reports name the id; the folder is found by "
+            "its name)")
 
 
 def planned_items(assignment_name: str, families: set[str] | None = None) -> list[str]:

@@ -16,8 +16,11 @@ The steps:
 2. the submission is the one `.ipynb` or `.py` under submission/, at any depth (an uploaded zip of
    a folder lands one level down); hidden names, `__pycache__` and `.ipynb_checkpoints` are
    skipped and symbolic links are never followed (one named like a submission is refused by
-   `read_submission`, as everywhere). None or several: every check 0 and one sentence saying
-   what was expected, not a guess at which file was meant;
+   `read_submission`, as everywhere). Of several, the one named after the assignment
+   (`ch2-jit.ipynb`, `ch2_jit.py`) is graded, else the one notebook: a helper module beside it
+   (`utils.py`) is not the submission, and the output names the files not graded. None, or
+   several that this does not decide (two named after the assignment, two modules): every check
+   0 and one sentence saying what was expected, not a guess at which file was meant;
 3. results.json is `grader.outputs.exports.gradescope_results(report)`, validated against the fields the
    specification documents (`GradescopeResults`) before it is written, atomically.
 
@@ -138,7 +141,7 @@ def bundled_assignment(layout: Layout) -> str:
     """The id of the one assignment the bundle holds, made the grader's assignments folder (so a
     notebook's `grader.assignment` is checked against it, and nothing else can be loaded)."""
     from grader import assignment as assignments
-    from grader.pipeline import only_assignment
+    from grader.assignment_choice import only_assignment
 
     os.environ[ASSIGNMENTS_ENV] = str(layout.assignments)
     found = assignments.available()
@@ -162,16 +165,46 @@ def find_submissions(folder: Path) -> list[Path]:
     found: list[Path] = []
     for top, dirs, files in os.walk(folder):  # followlinks=False
         dirs[:] = sorted(d for d in dirs if not _skipped(d))
-        found += [Path(top) / f for f in sorted(files) if not _skipped(f) and Path(f).suffix.lower() in SUFFIXES]
+        found += [Path(top) / f for f in sorted(files)
+                  if not _skipped(f) and Path(f).suffix.lower() in SUFFIXES]
     return found
 
 
+def _names_assignment(path: Path, assignment: str) -> bool:
+    """`ch2-jit.ipynb`, `CH2_JIT.py`: the file's name is the assignment's id (`_` for `-` allowed)."""
+    def key(text: str) -> str:
+        return text.casefold().replace("_", "-")
+    return key(path.stem) == key(assignment)
+
+
+def choose_submission(found: list[Path], assignment: str) -> Path | None:
+    """The file to grade: the only one; else the one named after the assignment; else, when none
+    is, the one notebook (the modules beside it are its helpers). None when that does not decide."""
+    if len(found) == 1:
+        return found[0]
+    named = [p for p in found if _names_assignment(p, assignment)]
+    if named:
+        return named[0] if len(named) == 1 else None
+    notebooks = [p for p in found if p.suffix.lower() == ".ipynb"]
+    return notebooks[0] if len(notebooks) == 1 else None
+
+
+def not_graded_note(found: list[Path], chosen: Path, folder: Path) -> str | None:
+    """The sentence naming the files beside the graded one, or None when there are none."""
+    others = [name(p.relative_to(folder)) for p in found if p != chosen]
+    if not others:
+        return None
+    more = f" and {len(others) - SHOWN_FILES} more" if len(others) > SHOWN_FILES else ""
+    return (f"Graded {name(chosen.relative_to(folder))}; not graded, as it is not the submission: "
+            f"{', '.join(others[:SHOWN_FILES])}{more}.")
+
+
 def submission_problem(found: list[Path], folder: Path, assignment: str) -> str | None:
-    """The sentence for a submission that is not exactly one file, else None."""
+    """The sentence for a submission whose file to grade cannot be chosen, else None."""
     if not found:
         return (f"Your submission has no notebook (.ipynb) or Python module (.py): upload the one you worked "
                 f"in (e.g. {assignment}.ipynb).")
-    if len(found) == 1:
+    if choose_submission(found, assignment) is not None:
         return None
     shown = [name(p.relative_to(folder)) for p in found[:SHOWN_FILES]]
     more = f" and {len(found) - SHOWN_FILES} more" if len(found) > SHOWN_FILES else ""
@@ -199,7 +232,8 @@ def isolation_note(isolation: Isolation) -> str | None:
         return None
     costs = "; ".join(f"{layer}: {MISSING_COSTS.get(layer, 'missing')}" for layer in isolation.missing)
     held = ", ".join(isolation.layers) or "none"
-    return f"Graded inside Gradescope's container with the sandbox layers it allows ({held}); missing: {costs}."
+    return (f"Graded inside Gradescope's container with the sandbox layers it allows ({held}); "
+            f"missing: {costs}.")
 
 
 def protect(layout: Layout) -> None:
@@ -224,7 +258,8 @@ def not_graded(path: Path, assignment: str, reason: str) -> Report:
     from grader.batch.executors import Task, error_report
     from grader.options import GradeOptions
 
-    return error_report(Task(student=path.stem, path=str(path), options=GradeOptions(assignment=assignment)), reason)
+    task = Task(student=path.stem, path=str(path), options=GradeOptions(assignment=assignment))
+    return error_report(task, reason)
 
 
 def _graded(path: Path, assignment: str, sandbox: bool) -> Report:
@@ -234,7 +269,8 @@ def _graded(path: Path, assignment: str, sandbox: bool) -> Report:
     from grader.pipeline import grade_one
 
     options = GradeOptions(assignment=assignment, sandbox=sandbox)
-    return grade_guarded(lambda: grade_one(path, options), lambda reason: not_graded(path, assignment, reason))
+    return grade_guarded(lambda: grade_one(path, options),
+                         lambda reason: not_graded(path, assignment, reason))
 
 
 def grade(path: Path, assignment: str) -> tuple[Report, list[str]]:
@@ -279,8 +315,14 @@ def run(layout: Layout) -> GradescopeResults:
     if problem is not None:
         print(f"gradescope_run: not graded: {terminal(problem)}")
         return results_for(not_graded(layout.submission, assignment, problem), [])
-    report, notes = grade(found[0], assignment)
+    chosen = choose_submission(found, assignment)
+    assert chosen is not None  # submission_problem said so
+    report, notes = grade(chosen, assignment)
     print(summary(report))  # for the instructor, in /autograder/results/stdout
+    beside = not_graded_note(found, chosen, layout.submission)
+    if beside is not None:
+        print(f"gradescope_run: {terminal(beside)}")
+        notes.insert(0, beside)
     return results_for(report, notes)
 
 
@@ -333,7 +375,8 @@ def main(argv: list[str]) -> int:
         results = fault_results()
     stopped = stop_leftovers()
     if stopped:
-        print(f"gradescope_run: stopped {stopped} process(es) the submission left running, before writing results.json")
+        print(f"gradescope_run: stopped {stopped} process(es) the submission left running, before writing "
+              "results.json")
     write_results(results, layout.results)
     return 0
 

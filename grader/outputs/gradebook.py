@@ -8,15 +8,25 @@
     check_results(student, check_id, status, score, max_score, hidden, message)
     adjustments(student, points, reason, by, at)              -- grade changes by hand, kept
     settings(name, value)                                     -- the exports this batch keeps
+    seeds(seed, drawn_at, redrawn)                            -- the batch's seed: the last row
+    removals(student, removed_at, by, reason, path, report)   -- students taken out (`grade remove`)
     similar_programs(exercise, group_id, student, ...)        -- copied work (grader.term.similarity)
 
 For example: `SELECT check_id, avg(status = 'passed') FROM check_results GROUP BY check_id`.
 
 `report` is the raw report as graded; `final_score` is the score after the late policy and the
 adjustments, written when the outputs are rebuilt. A stored result is current (`is_current`)
-only for the same submission bytes, assignment digest, grader version and JAX version: the
-resume key covers everything a verdict depends on. A gradebook from an older grader gains the
-new columns when opened; its rows, lacking a digest, are regraded.
+only for the same submission bytes, assignment digest, grader version, JAX version and seed of
+the hidden inputs: the resume key covers everything a verdict depends on. A gradebook from an
+older grader gains the new columns and tables when opened; its rows, lacking a digest, are
+regraded.
+
+The batch keeps one seed for life (`seed`, grader/batch/seed.py): every grading into it draws
+the hidden inputs from it, so two byte-identical notebooks meet the same inputs whenever each
+was graded; a new one is drawn only when the instructor asks, and then every row is regraded
+(its seed no longer matches). A student removed (`remove`) leaves the current tables; the row
+in `removals` keeps who, when, why and the raw report. Their adjustments stay, and apply again
+if they are graded again.
 """
 
 from __future__ import annotations
@@ -51,6 +61,11 @@ CREATE TABLE IF NOT EXISTS adjustments (
     student TEXT NOT NULL, points REAL NOT NULL, reason TEXT NOT NULL, by TEXT NOT NULL, at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS seeds (seed INTEGER NOT NULL, drawn_at TEXT NOT NULL, redrawn INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS removals (
+    student TEXT NOT NULL, removed_at TEXT NOT NULL, by TEXT NOT NULL, reason TEXT NOT NULL, path TEXT,
+    report TEXT
+);
 """
 
 ADDED_COLUMNS = {  # columns later graders added to `submissions`, with their types
@@ -66,6 +81,29 @@ class Stored(BaseModel):
     assignment_digest: str | None
     grader_version: str
     jax_version: str | None
+    seed: int | None = None  # of the hidden inputs (None: any; a batch always gives its own)
+
+
+class SeedDraw(BaseModel):
+    """One draw of a batch's seed: the first, or one the instructor asked for (`redrawn`)."""
+
+    seed: int
+    drawn_at: str  # ISO 8601, UTC
+    redrawn: bool = False
+
+
+class Removal(BaseModel):
+    """A student taken out of a batch (`grade remove`): who, when, by whom, why."""
+
+    student: str
+    removed_at: str  # ISO 8601, UTC
+    by: str
+    reason: str
+    path: str | None = None  # the submission graded last
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class ExportSettings(BaseModel):
@@ -125,7 +163,7 @@ class Gradebook:
                 " status, error, score, max_score, seed, duration_s, report, assignment_digest, jax_version,"
                 " submitted_at, final_score) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (student, report.assignment, report.submission.path, report.submission.sha256,
-                 report.environment.grader, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 report.environment.grader, now(),
                  report.status, report.error, report.score, report.max_score, report.seed,
                  report.duration_s, raw.model_dump_json(), assignment_digest, report.environment.jax,
                  submitted_at, None),
@@ -137,15 +175,62 @@ class Gradebook:
                             for e in report.exercises for c in e.checks])
 
     def is_current(self, student: str, key: Stored) -> bool:
-        """A stored, graded result for exactly this file, assignment (id and digest), grader and JAX."""
+        """A stored, graded result for exactly this file, assignment (id and digest), grader, JAX
+        and seed."""
         row = self._db.execute(
-            "SELECT sha256, assignment, assignment_digest, grader_version, jax_version, status"
+            "SELECT sha256, assignment, assignment_digest, grader_version, jax_version, status, seed"
             " FROM submissions WHERE student = ?", (student,)).fetchone()
         if row is None or row[5] != "graded" or row[2] is None:
             return False
         stored = Stored(sha256=row[0], assignment=row[1], assignment_digest=row[2], grader_version=row[3],
-                        jax_version=row[4])
-        return stored == key.model_copy(update={"assignment": key.assignment or stored.assignment})
+                        jax_version=row[4], seed=row[6])
+        return stored == key.model_copy(update={"assignment": key.assignment or stored.assignment,
+                                                "seed": stored.seed if key.seed is None else key.seed})
+
+    def seed(self) -> SeedDraw | None:
+        """The batch's seed: the last one drawn (None before its first grading)."""
+        row = self._db.execute("SELECT seed, drawn_at, redrawn FROM seeds ORDER BY rowid DESC LIMIT 1"
+                               ).fetchone()
+        return SeedDraw(seed=row[0], drawn_at=row[1], redrawn=bool(row[2])) if row is not None else None
+
+    def seed_most_graded_with(self) -> SeedDraw | None:
+        """For a gradebook from before seeds were kept: the seed most of its graded rows were
+        graded with (adopted, they stay current), first used when the earliest of them was."""
+        row = self._db.execute("SELECT seed, min(graded_at) FROM submissions WHERE status = 'graded'"
+                               " GROUP BY seed ORDER BY count(*) DESC, min(graded_at) LIMIT 1").fetchone()
+        return SeedDraw(seed=row[0], drawn_at=row[1]) if row is not None else None
+
+    def record_seed(self, draw: SeedDraw) -> None:
+        with self._db:
+            self._db.execute("INSERT INTO seeds VALUES (?,?,?)",
+                             (draw.seed, draw.drawn_at, int(draw.redrawn)))
+
+    def graded_with_another_seed(self, seed: int) -> list[str]:
+        """The students whose graded result drew its hidden inputs from another seed than `seed`."""
+        rows = self._db.execute("SELECT student FROM submissions WHERE status = 'graded' AND seed != ?"
+                                " ORDER BY student", (seed,))
+        return [row[0] for row in rows]
+
+    def remove(self, removal: Removal) -> None:
+        """Take a student out of the batch's current tables, keeping the removal and their raw
+        report in `removals` (one transaction)."""
+        student = removal.student
+        with self._db:
+            db = self._db
+            row = db.execute("SELECT path, report FROM submissions WHERE student = ?", (student,)).fetchone()
+            db.execute("INSERT INTO removals VALUES (?,?,?,?,?,?)",
+                       (student, removal.removed_at, removal.by, removal.reason,
+                        row[0] if row else removal.path, row[1] if row else None))
+            db.execute("DELETE FROM exercise_scores WHERE student = ?", (student,))
+            db.execute("DELETE FROM check_results WHERE student = ?", (student,))
+            db.execute("DELETE FROM submissions WHERE student = ?", (student,))
+            db.execute("DELETE FROM students WHERE id = ?", (student,))
+
+    def removals(self) -> list[Removal]:
+        """Every removal, oldest first (a student removed, graded again and removed again: twice)."""
+        rows = self._db.execute("SELECT student, removed_at, by, reason, path FROM removals ORDER BY rowid")
+        return [Removal(student=s, removed_at=at, by=by, reason=reason, path=path)
+                for s, at, by, reason, path in rows.fetchall()]
 
     def reports(self) -> dict[str, Report]:
         """Every student's raw report (as graded: no adjustment, no late penalty)."""

@@ -10,6 +10,7 @@
       canvas.csv, moodle.csv               the LMS exports (grade export --canvas, --moodle)
       late.toml                            the instructor's late policy, read, never written
       .staging/COMMIT                      an update being committed (outputs/staging.py)
+      .staging/DELETE                      the files that update deletes (a removed student's)
       .lock                                held by the command updating OUT
 
 <student> is `student_file_stem(id)` (grader/batch/discovery.py): safe, and distinct for distinct
@@ -39,6 +40,8 @@ LATE_POLICY = "late.toml"
 STAGING = ".staging"
 MANIFEST = "COMMIT"
 """Inside STAGING: the staged files, one a line; written last, it is the commit point."""
+DELETIONS = "DELETE"
+"""Inside STAGING: the files of OUT the commit deletes, one a line (written before MANIFEST)."""
 LOCK = ".lock"
 
 

@@ -3,7 +3,13 @@
 One function writes them all, so a regrade, an adjustment, a change of the late policy and
 `grade export` produce the same files: each student's report (final score, adjustments, late
 penalty) and feedback page, summary.csv, index.html with the copied-work groups, and the exports
-the batch keeps (Gradescope, Canvas, Moodle). Unchanged student files are not rewritten.
+the batch keeps (Gradescope, Canvas, Moodle). Unchanged student files are not rewritten; the
+files of a student removed from the gradebook (`grade remove`) are deleted in the same commit, so
+no output names a student the others do not.
+
+The class page says what happened to the batch as a whole, one line each under its title
+(`batch_notices`): hidden inputs drawn again, and whether every submission has been regraded on
+them since.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ from grader.errors import GraderError
 from grader.outputs.gradebook import ExportSettings, Gradebook
 from grader.outputs.names import (
     CANVAS_CSV,
+    CLASS_PAGE,
     MOODLE_CSV,
     SUMMARY_CSV,
     OutputFolder,
     feedback_file_name,
+    gradescope_results_name,
     report_file_name,
 )
 from grader.outputs.staging import Staging
@@ -29,7 +37,7 @@ from grader.term.final import finalize
 from grader.term.late import load_policy, load_times
 from grader.term.lms import CanvasFill, fill_canvas, write_moodle
 
-__all__ = ["Rebuilt", "rebuild", "update"]
+__all__ = ["Rebuilt", "batch_notices", "rebuild", "update"]
 
 
 class Rebuilt(BaseModel):
@@ -65,12 +73,55 @@ def _feedback(report: Report) -> bytes:
     return page(report, cells).encode("utf-8")
 
 
+def batch_notices(gradebook: Gradebook) -> list[str]:
+    """The class page's lines about the batch as a whole (plain text)."""
+    draw = gradebook.seed()
+    if draw is None or not draw.redrawn:
+        return []
+    when = f"hidden inputs redrawn on {draw.drawn_at[:10]}"
+    behind = gradebook.graded_with_another_seed(draw.seed)
+    if not behind:
+        return [f"{when}: every submission regraded"]
+    shown = ", ".join(behind[:8]) + (f" and {len(behind) - 8} more" if len(behind) > 8 else "")
+    return [f"{when}: {len(behind)} submission(s) still graded on the earlier ones ({shown}): "
+            "grade the folder again, or remove the students whose file is gone"]
+
+
+def _with_notices(page: Path, notices: list[str]) -> None:
+    """Put `notices` under the class page's title (the page's own note style), escaped."""
+    if not notices:
+        return
+    import html
+
+    from grader.atomic import write_atomic
+    from grader.inert import text
+
+    content = page.read_text(encoding="utf-8")
+    at = content.find("</h1>")
+    if at < 0:
+        return
+    at += len("</h1>")
+    lines = "".join(f'<p class="note warn">{html.escape(text(n))}</p>' for n in notices)
+    write_atomic(page, content[:at] + lines + content[at:])
+
+
+def _delete_removed(stage: Staging, gradebook: Gradebook, reports: dict[str, Report]) -> None:
+    """Stage the deletion of every file a removed student still has in OUT (not graded since)."""
+    out_dir = stage.out_dir
+    for student in {r.student for r in gradebook.removals()} - set(reports):
+        files = (report_file_name(student), feedback_file_name(student), gradescope_results_name(student))
+        for name in files:
+            if (out_dir / name).exists():
+                stage.delete(name)
+
+
 def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
             changed: set[str] = frozenset()) -> Rebuilt:
     """Write every output into `stage`; `changed` are the students graded again just now
     (their feedback page is rebuilt even when their report reads the same)."""
     from grader.outputs.classreport import write_class_report
     from grader.outputs.exports import write_gradescope, write_summary_csv
+    from grader.term.reference_programs import cached_for
     from grader.term.similarity import record_groups, similar_groups
 
     out_dir = stage.out_dir
@@ -81,11 +132,14 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
                                               (report.model_dump_json(indent=2) + "\n").encode("utf-8"))
         if json_changed or student in changed or not OutputFolder(out_dir).feedback(student).is_file():
             stage.write_if_changed(feedback_file_name(student), _feedback(report))
-    groups = similar_groups(reports)
+    reference = cached_for(reports)  # the reference solution's programs: no evidence of copying
+    groups = similar_groups(reports, reference=reference)
     record_groups(gradebook.connection, groups)
     write_summary_csv(reports, stage.path(SUMMARY_CSV))
     write_class_report(reports, stage.root, report_file=report_file_name, groups=groups,
-                       feedback_file=feedback_file_name)
+                       feedback_file=feedback_file_name, reference=reference)
+    _with_notices(stage.path(CLASS_PAGE), batch_notices(gradebook))
+    _delete_removed(stage, gradebook, reports)
     if settings.gradescope:
         write_gradescope(reports, stage.root)
     rebuilt = Rebuilt(reports=reports)

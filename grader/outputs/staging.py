@@ -5,11 +5,12 @@ A batch's outputs are many files (the gradebook, each student's report and feedb
 summary.csv, index.html, the exports) that must agree. No file system renames many files in one
 step, so the commit is a write-ahead log of one line per file:
 
-1. everything is written under `OUT/.staging/` (the gradebook as a copy, via SQLite's backup);
+1. everything is written under `OUT/.staging/` (the gradebook as a copy, via SQLite's backup),
+   and the files of OUT to delete (a removed student's) are listed in `OUT/.staging/DELETE`;
 2. the list of staged files is written to `OUT/.staging/COMMIT`, atomically (tmp, fsync,
    rename): this is the commit point;
-3. each staged file is renamed over its counterpart in OUT (each rename is atomic), then the
-   staging folder is removed.
+3. each staged file is renamed over its counterpart in OUT (each rename is atomic), each file
+   to delete is deleted, then the staging folder is removed.
 
 A crash before step 2 leaves OUT untouched (the next run discards `.staging`); a crash during
 step 3 is finished by the next run (`recover`), which is what every command that writes OUT
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from grader.atomic import TEMPORARY_SUFFIX, atomic_file
 from grader.errors import UsageError
-from grader.outputs.names import GRADEBOOK, LOCK, MANIFEST, STAGING
+from grader.outputs.names import DELETIONS, GRADEBOOK, LOCK, MANIFEST, STAGING
 
 _held: dict[Path, int] = {}  # out folder -> how many `locked` blocks of this process hold it
 
@@ -85,8 +86,28 @@ def _apply(out_dir: Path) -> None:
         if source.is_file():  # moved already by the commit a crash interrupted
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)  # a move, not a write: the bytes were written and synced
+    if (root / DELETIONS).is_file():
+        for line in (root / DELETIONS).read_text(encoding="utf-8").splitlines():
+            _delete(out_dir, line)
     (root / MANIFEST).unlink()
     shutil.rmtree(root, ignore_errors=True)
+
+
+def _delete(out_dir: Path, relative: str) -> None:
+    """Delete OUT/relative (gone already: a commit a crash interrupted), then the folders it
+    leaves empty below OUT (`gradescope/<student>/`)."""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts or parts[0] == STAGING:
+        return  # never outside OUT, nor the staging folder: names come from outputs/names.py
+    target = out_dir / relative
+    target.unlink(missing_ok=True)
+    for folder in target.parents:
+        if folder == out_dir or out_dir not in folder.parents:
+            break
+        try:
+            folder.rmdir()
+        except OSError:  # not empty, or gone
+            break
 
 
 class Staging:
@@ -95,6 +116,7 @@ class Staging:
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir
+        self._deleted: list[str] = []
         self._lock = locked(out_dir)
         self._lock.__enter__()
         try:
@@ -121,6 +143,11 @@ class Staging:
         self.path(relative).write_bytes(content)
         return True
 
+    def delete(self, relative: str) -> None:
+        """Delete OUT/relative at the commit (with every staged file, or not at all)."""
+        if relative not in self._deleted:
+            self._deleted.append(relative)
+
     def gradebook(self) -> Path:
         """A copy of OUT's gradebook to record into (a fresh one when there is none yet)."""
         staged = self.path(GRADEBOOK)
@@ -137,7 +164,11 @@ class Staging:
     def commit(self) -> None:
         """Publish every staged file (the gradebook's connections must be closed by now)."""
         files = sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-                       if p.is_file() and p.name != MANIFEST and not p.name.endswith(TEMPORARY_SUFFIX))
+                       if p.is_file() and p.name != MANIFEST and not p.name.endswith(TEMPORARY_SUFFIX)
+                       and p != self.root / DELETIONS)
+        if self._deleted:  # before the commit point: a crash before it deletes nothing
+            with atomic_file(self.root / DELETIONS, text=True) as f:
+                f.write("".join(line + "\n" for line in self._deleted))
         with atomic_file(self.root / MANIFEST, text=True) as f:
             f.write("".join(line + "\n" for line in files))
         try:

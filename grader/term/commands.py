@@ -2,7 +2,8 @@
 
 Both change OUT only through `term.outputs.update`, one commit that rebuilds every output from
 the gradebook, so the student's report, feedback page, summary.csv, index.html and the exports
-always agree.
+always agree. `grade export --canvas` exits 4 when a graded student matched no roster row, and
+names each one.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.errors import UsageError
 from grader.inert import PATH_LIMIT, terminal
 from grader.outputs import names
 from grader.report import Adjustment
+
+if TYPE_CHECKING:
+    from grader.term.lms import CanvasFill
 
 
 def _book(out_dir: Path) -> Path:
@@ -29,8 +34,9 @@ def _book(out_dir: Path) -> Path:
 
 
 def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
-    p = parser(prog="grade adjust", description="Change a student's grade by hand, with a reason: kept across "
-               "regrades, shown in the student's report and feedback page, the gradebook and every export.")
+    p = parser(prog="grade adjust", description="Change a student's grade by hand, with a reason: kept "
+               "across regrades, shown in the student's report and feedback page, the gradebook and every "
+               "export.")
     p.add_argument("outdir", type=Path, metavar="OUTDIR", help="the -o folder of a batch")
     p.add_argument("student", metavar="STUDENT", help="the student id, as in the gradebook")
     p.add_argument("--points", type=float, required=True, help="points added (negative to take off)")
@@ -47,8 +53,9 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
         students = book.students()
         reports = book.reports() if args.student in students else {}
     if args.student in reports and abs(args.points) > reports[args.student].max_score:
-        raise UsageError(f"--points {args.points:g} is more than the assignment's {reports[args.student].max_score:g} "
-                         "points: an adjustment changes a grade, it does not replace the assignment")
+        raise UsageError(f"--points {args.points:g} is more than the assignment's "
+                         f"{reports[args.student].max_score:g} points: an adjustment changes a grade, it "
+                         "does not replace the assignment")
     if args.student not in students:
         import difflib
 
@@ -75,14 +82,15 @@ def _record_and_update(out_dir: Path, student: str, adjustment: Adjustment) -> i
 
 
 def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
-    p = parser(prog="grade export", description="Rebuild a batch's outputs from its gradebook, without grading, "
-               "and add exports: they are kept up to date by every later regrade and adjustment.")
+    p = parser(prog="grade export", description="Rebuild a batch's outputs from its gradebook, without "
+               "grading, and add exports: they are kept up to date by every later regrade and adjustment.")
     p.add_argument("outdir", type=Path, help="the -o folder of an earlier batch")
     p.add_argument("--gradescope", action="store_true",
                    help=f"{names.GRADESCOPE}/<student>/{names.GRADESCOPE_RESULTS}")
     p.add_argument("--canvas", type=Path, metavar="ROSTER.csv",
                    help="fill this batch's column of a Canvas gradebook export (writes OUTDIR/canvas.csv)")
-    p.add_argument("--canvas-column", metavar="COLUMN", help="the Canvas column to fill (default: found by id)")
+    p.add_argument("--canvas-column", metavar="COLUMN",
+                   help="the Canvas column to fill (default: found by id)")
     p.add_argument("--moodle", action="store_true", help="a Moodle grade-import CSV (OUTDIR/moodle.csv)")
     p.add_argument("--csv", action="store_true", help="summary.csv (always rebuilt; kept for older scripts)")
     p.add_argument("--html", action="store_true", help="index.html (always rebuilt; kept for older scripts)")
@@ -95,7 +103,8 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
 
     folder = names.OutputFolder(args.outdir)
     if args.canvas is not None and args.canvas.resolve() == folder.canvas_csv.resolve():
-        raise UsageError(f"{args.canvas} is what this export writes: pass the CSV Canvas exported, kept elsewhere")
+        raise UsageError(f"{args.canvas} is what this export writes: pass the CSV Canvas exported, kept "
+                         "elsewhere")
 
     wanted = ExportSettings(gradescope=args.gradescope,
                             canvas_roster=str(args.canvas.resolve()) if args.canvas else None,
@@ -110,4 +119,25 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
         + ([folder.canvas_csv] if args.canvas else []) + ([folder.moodle_csv] if args.moodle else [])
     for path in shown:
         print(terminal(path, PATH_LIMIT))
+    return _unmatched(rebuilt.canvas)
+
+
+UNMATCHED_EXIT = 4
+"""`grade export` when a graded student's score went nowhere: the export is written, as a batch
+writes the reports it could grade, and, as a batch's 4 does for the students it could not grade,
+every student left out is named, one line each (2 would say nothing was done and the command
+should change; here the roster or the files' names should)."""
+
+
+def _unmatched(fill: CanvasFill | None) -> int:
+    """Each student of the batch that matched no roster row, one line each on stderr; 4 if any
+    of them was graded (a student who could not be graded has no score to lose), else 0."""
+    if fill is None:
+        return 0
+    for student in fill.unmatched:
+        print(f"grade: {student.line()}", file=sys.stderr)
+    if fill.graded_unmatched:
+        print(f"grade: {len(fill.graded_unmatched)} graded student(s) matched no row of the Canvas export: "
+              "their scores are not in canvas.csv", file=sys.stderr)
+        return UNMATCHED_EXIT
     return 0

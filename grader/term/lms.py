@@ -26,6 +26,13 @@ name; it treats a blank cell (or "-") as "no change", reads "12,5" as 12.5, and 
 instead of `,` when that gives more fields. `fill_canvas` keeps those cells as they are, so
 Canvas finds every student it found before, and writes only the target column's student cells.
 
+A batch graded from Canvas's own "Download Submissions" names its students by Canvas's user id
+(`garcíajosé_10002`, from `garcíajosé_LATE_10002_5551_ch2-jit.ipynb`; grader/term/lms_names.py
+cites Canvas's code for the names): those match the export's `ID` column and nothing else, and
+Canvas's LATE mark is listed. Gradescope's export names them by e-mail and student id, matched as
+any id is. A student of the batch that matches no row is named with what was looked for, and
+`grade export` exits 4 (grader/term/commands.py).
+
 Moodle (`write_moodle`). Moodle's grade import (Grades -> Import -> CSV file; docs.moodle.org
 "Grade import"; moodle/moodle `grade/import/csv/classes/load_data.php`) takes any header: the
 instructor maps one column to a user field (username, email address, ID number or Moodle's user
@@ -54,7 +61,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from grader import inert
 from grader.atomic import write_atomic
 from grader.errors import UsageError
-from grader.report import Report
+from grader.report import LmsSubmission, Report
+from grader.term import lms_names
 
 _BOM = "\ufeff"
 _ASSIGNMENT_HEADER = re.compile(r"\A(?P<title>.*)\s+\((?P<id>\d+)\)\Z", re.DOTALL)  # Canvas's title_and_id
@@ -81,7 +89,7 @@ class Scaling(_Model):
 
 
 _UnmatchedReason = Literal["not in the roster", "several roster rows match",
-                           "another student matches the same row"]
+                           "another student matches the same row", "anonymous in the LMS's download"]
 _UNMATCHED_REASONS: tuple[_UnmatchedReason, ...] = get_args(_UnmatchedReason)
 
 
@@ -91,6 +99,13 @@ class UnmatchedStudent(_Model):
     student: str
     reason: _UnmatchedReason
     lines: list[int] = Field(default_factory=list, description="the roster lines concerned (1 = the header)")
+    looked_for: str = Field(default="", description="what was looked for in the roster, in words")
+
+    def line(self) -> str:
+        """One line for the terminal: the student, why, and what was looked for (inert)."""
+        where = f" (lines {', '.join(map(str, self.lines))})" if self.lines else ""
+        sought = f"; looked for {self.looked_for}" if self.looked_for else ""
+        return f"not matched: {inert.name(self.student)}: {self.reason}{where}{inert.terminal(sought)}"
 
 
 _RowReason = Literal["no report", "test student", "not graded", "excused", "not assigned",
@@ -116,7 +131,8 @@ class CanvasFill(_Model):
     assignment: str
     points_possible: float | None = Field(description="the column's Points Possible (None: none given)")
     scaling: Scaling | None = Field(description="set when Points Possible is not the grader's max_score")
-    matched: int = Field(description="students of the batch matched to exactly one roster row")
+    matched: int = Field(description="students of the batch matched to a roster row each (a Gradescope "
+                                     "group's members: a row each, all given the group's score)")
     filled: int = Field(description="cells written")
     replaced: list[str] = Field(default_factory=list,
                                 description="students whose cell held a different score, now replaced")
@@ -124,6 +140,13 @@ class CanvasFill(_Model):
     not_filled: list[RowNotFilled] = Field(default_factory=list)
     not_graded: list[str] = Field(default_factory=list,
                                   description="students whose report is an error: no score written for them")
+    late: list[str] = Field(default_factory=list, description=(
+        "students whose file the LMS marked late (Canvas's LATE): listed, their score is not changed for it"))
+
+    @property
+    def graded_unmatched(self) -> list[UnmatchedStudent]:
+        """Graded students whose score went nowhere: `grade export` fails while there is one."""
+        return [u for u in self.unmatched if u.student not in self.not_graded]
 
     def describe(self) -> list[str]:
         """Lines for the instructor's terminal, every id and name made inert."""
@@ -141,6 +164,9 @@ class CanvasFill(_Model):
         if self.not_graded:
             lines.append(f"{len(self.not_graded)} could not be graded, nothing written: "
                          + _names(self.not_graded))
+        if self.late:
+            lines.append(f"{len(self.late)} marked late by the LMS (no points taken off here; Canvas's late "
+                         "policy or OUT/late.toml does that): " + _names(self.late))
         for reason in ("no report", "excused", "not assigned", "several students match"):
             names = [r.name for r in self.not_filled if r.reason == reason]
             if names:
@@ -271,6 +297,7 @@ class _RosterRow:
     name: str
     login: str
     sis_user_id: str
+    user_id: str  # Canvas's own id (the ID column): what its "Download Submissions" names carry
 
 
 @dataclass(frozen=True)
@@ -302,7 +329,8 @@ def _canvas_layout(sheet: _Sheet, path: Path) -> _Layout:
     column = {h: i for i, h in reversed(list(enumerate(header)))}
     points = next((r for r in sheet.records[1:] if "Points Possible" in r.values[0]), None)
     students = [_RosterRow(i, r.line, f"{r.values[0]}, {r.values[1]}" if two_names else r.values[0],
-                           _cell(r, column.get("SIS Login ID")), _cell(r, column.get("SIS User ID")))
+                           _cell(r, column.get("SIS Login ID")), _cell(r, column.get("SIS User ID")),
+                           _cell(r, column.get("ID")).strip())
                 for i, r in enumerate(sheet.records) if i and _is_student(r)]
     first = column["Section"] + 1
     candidates = [i for i in range(first, len(header))
@@ -386,7 +414,7 @@ def _bare_match(a: str, b: str) -> bool:
     return a.split("@", 1)[0] == b.split("@", 1)[0] != ""
 
 
-def _find(student: str, rows: list[_RosterRow]) -> list[int]:
+def _find_id(student: str, rows: list[_RosterRow]) -> list[int]:
     """Rows matching a student id, by the first rule that matches any: SIS Login ID, then SIS
     User ID (both exactly, case-insensitive), then SIS Login ID but for an @domain."""
     key = _key(student)
@@ -399,20 +427,52 @@ def _find(student: str, rows: list[_RosterRow]) -> list[int]:
     return []
 
 
-def _match(students: list[str],
+def _find(student: str, lms: LmsSubmission | None, rows: list[_RosterRow]) -> tuple[list[int], str]:
+    """The rows of a student, and what was looked for. A Canvas download's student is its user
+    id in the ID column, nothing else (its name part is Canvas's, not a login); a Gradescope
+    export's, its e-mail then its student id, as any id (and each member of a group submission
+    the same way); everyone else, the id itself."""
+    if lms is not None and lms.lms == "canvas" and lms.user_id:
+        found = [i for i, r in enumerate(rows) if r.user_id == lms.user_id]
+        return found, f"Canvas user id {lms.user_id} in the ID column"
+    keys = [student]
+    if lms is not None and lms.lms == "gradescope":
+        keys += [k for k in (lms.email, lms.sid) if k and k != student]
+    for key in keys:
+        found = _find_id(key, rows)
+        if found:
+            return found, _looked_for(keys)
+    return [], _looked_for(keys)
+
+
+def _looked_for(keys: list[str]) -> str:
+    shown = " or ".join(repr(k) for k in keys)
+    return f"{shown} in SIS Login ID, SIS User ID, and SIS Login ID without its @domain"
+
+
+def _match(students: list[str], identities: dict[str, LmsSubmission | None],
            rows: list[_RosterRow]) -> tuple[dict[int, str], set[int], list[UnmatchedStudent]]:
     """Row index -> its one student; the rows that several students match; who matched nothing.
     Two ids on one row (alice and alice@uni.edu both handed in) fill neither: a person decides."""
     claims: dict[int, list[str]] = {}
     unmatched: list[UnmatchedStudent] = []
     for student in students:
-        found = _find(student, rows)
-        if len(found) == 1:
-            claims.setdefault(found[0], []).append(student)
-        else:
-            unmatched.append(UnmatchedStudent(
-                student=student, reason="several roster rows match" if found else "not in the roster",
-                lines=[rows[i].line for i in found]))
+        lms = identities.get(student)
+        if lms is not None and lms.anonymous:
+            unmatched.append(UnmatchedStudent(student=student, reason="anonymous in the LMS's download",
+                                              looked_for="nothing (download them with names shown)"))
+            continue
+        searches = [_find(student, lms, rows)]
+        if lms is not None and lms.lms == "gradescope":  # a group submission: every member's row
+            searches += [(_find_id(m, rows), f"group member {_looked_for([m])}") for m in lms.group]
+        for found, looked_for in searches:
+            if len(found) == 1:
+                if student not in claims.setdefault(found[0], []):
+                    claims[found[0]].append(student)
+            else:
+                unmatched.append(UnmatchedStudent(
+                    student=student, reason="several roster rows match" if found else "not in the roster",
+                    lines=[rows[i].line for i in found], looked_for=looked_for))
     shared = {i for i, ids in claims.items() if len(ids) > 1}
     for i in shared:
         unmatched += [UnmatchedStudent(student=s, reason="another student matches the same row",
@@ -507,9 +567,11 @@ def fill_canvas(roster: Path, reports: dict[str, Report], out: Path, *,
     whose title names the batch's assignment id; none or several is a UsageError that lists them.
     Read-only columns (totals, grades, "(read only)" under Points Possible) are never candidates.
 
-    Which row: a student id matches a row's SIS Login ID, else its SIS User ID, else its SIS Login
-    ID but for an @domain one side lacks (alice ~ alice@uni.edu), all case-insensitive; the first
-    rule that matches anything decides. Canvas's numeric ID is not used: nobody names a folder by it.
+    Which row: a student of Canvas's "Download Submissions" (its report's `lms`, else its file's
+    name) is the row whose ID is its Canvas user id. Any other student id matches a row's SIS
+    Login ID, else its SIS User ID, else its SIS Login ID but for an @domain one side lacks
+    (alice ~ alice@uni.edu), all case-insensitive; the first rule that matches anything decides (a
+    Gradescope export's student: its e-mail, then its student id).
 
     Which value: the final score, times Points Possible / max_score when the two differ (then
     `CanvasFill.scaling` says so), rounded to two decimals and written plain. Not written, and
@@ -526,17 +588,20 @@ def fill_canvas(roster: Path, reports: dict[str, Report], out: Path, *,
     target = _choose_column(layout, assignment, column, roster)
     points = _read_number(layout.points.values[target]) if layout.points else None
     if points is not None and points <= 0:
-        raise UsageError(f"the column {layout.header[target]!r} of {roster} has {_number(points)} points possible: "
-                         "set its points in Canvas first, or pick another column with --canvas-column")
+        raise UsageError(f"the column {layout.header[target]!r} of {roster} has {_number(points)} points "
+                         "possible: set its points in Canvas first, or pick another column with "
+                         "--canvas-column")
     scaling = _scaling(_max_score(reports), points)
-    matched, shared, unmatched = _match(sorted(reports), layout.students)
+    identities = {student: lms_names.of_report(report) for student, report in reports.items()}
+    matched, shared, unmatched = _match(sorted(reports), identities, layout.students)
     plan = _plan(sheet, layout, target, reports, matched, shared, scaling)
     write_atomic(out, sheet.render(plan.cells))  # Canvas never gets half a file
     return CanvasFill(out=out, column=layout.header[target], assignment=assignment, points_possible=points,
-                      scaling=scaling, matched=len(matched), filled=len(plan.cells),
+                      scaling=scaling, matched=len(set(matched.values())), filled=len(plan.cells),
                       replaced=sorted(plan.replaced), unmatched=sorted(unmatched, key=lambda u: u.student),
                       not_filled=plan.not_filled,
-                      not_graded=sorted(s for s, r in reports.items() if r.status != "graded"))
+                      not_graded=sorted(s for s, r in reports.items() if r.status != "graded"),
+                      late=sorted(s for s, lms in identities.items() if lms is not None and lms.late))
 
 
 # ----------------------------------------------------------------------------- Moodle
@@ -580,7 +645,9 @@ def write_moodle(reports: dict[str, Report], out: Path, *, identifier: MoodleIde
     is an error get no row (a row Moodle cannot use would abort the import, "-" would clear a
     grade). Grades are `report.final` out of `max_score`, unscaled: give the Moodle grade item
     that maximum. Text cells are quoted and `inert.csv_cell`-neutralised; grades are plain
-    numbers. UTF-8 without BOM (Moodle asks for the encoding), written atomically.
+    numbers. UTF-8 without BOM (Moodle asks for the encoding), written atomically. Students named
+    by a Moodle or Canvas download (participant or user number) are a UsageError: Moodle's import
+    matches none of them, and one row it cannot match aborts all of it.
     """
     if identifier not in MOODLE_IDENTIFIER_HEADERS:
         choices = ", ".join(MOODLE_IDENTIFIER_HEADERS)
@@ -590,6 +657,12 @@ def write_moodle(reports: dict[str, Report], out: Path, *, identifier: MoodleIde
     if identifier == "email" and (bad := [s for s in graded if "@" not in s]):
         raise UsageError(f"{len(bad)} student ids are not e-mail addresses ({_names(bad, 3)}): "
                          "use the username or ID number identifier")
+    identities = {s: lms_names.of_report(r) for s, r in graded.items()}
+    named = [s for s, lms in identities.items() if lms is not None and lms.lms in ("moodle", "canvas")]
+    if named:  # one row Moodle cannot match aborts its whole import
+        raise UsageError(f"{len(named)} students are named as an LMS's download names them "
+                         f"({_names(named, 3)}), not by the Moodle username, e-mail address or ID number "
+                         "that Moodle's grade import needs: enter their grades in Moodle's grading worksheet")
     header = [MOODLE_IDENTIFIER_HEADERS[identifier], assignment]
     if feedback:
         header.append(f"{assignment} (Feedback)")

@@ -13,8 +13,14 @@ order stripped, so renaming, reformatting and re-commenting leave it as it was).
   what the exercise dictates, e.g. the chapter's own two-line `step`, which every honest
   student writes the same); the writers of each common program are listed after the groups,
   marked `common`, since a ring of copies looks the same;
+- with the reference, what a function shares with the reference's is no evidence either: its
+  4-grams that the reference's function also has are set aside, and only the rest is compared
+  (two students who each changed the reference a little, `x / 2` for `0.5 * x`, share nothing
+  beyond it; two copies of an unusual program share all of what is unusual);
 - what is left must be big enough to tell people apart (`min_size` distinct op 4-grams): every
-  correct answer to a one-line exercise is the same program;
+  correct answer to a one-line exercise is the same program; and, with the reference, what lies
+  beyond it too (`min_beyond`): the reference with the same small change (`jnp.maximum` for a
+  `jnp.where`) is what two students write apart;
 - two students are alike by their normalised programs: identical digests give 1.0, otherwise
   the Jaccard similarity of their op 4-gram sets, function by function, pooled (a function
   only one of them has counts as all different);
@@ -47,6 +53,12 @@ is missed: lower the threshold to look for those."""
 MIN_SIZE = 20
 """Distinct op 4-grams an exercise's program needs to be compared: the chapter's `step` (given
 in the exercise's text) has 17; the shortest sensible Newton loop has over 20."""
+MIN_BEYOND = 12
+"""Distinct op 4-grams beyond the reference's an exercise's program needs to be compared when the
+reference is known. One changed op changes at most 4 (NGRAM) of them, so 12 is three ops changed
+apart. Measured on ch2-jit (docs/grading-a-class.md): the reference with one natural change
+(`(x + a / x) / 2`, `jnp.maximum(a, 1.0)`) keeps 3-4 beyond it; unusual programs of the same
+exercises keep 17-42."""
 COMMON_SHARE = 0.25
 COMMON_MIN = 4
 """A function's exact program written by more than COMMON_SHARE of the students who exported
@@ -60,28 +72,41 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS similar_programs (
 
 
 @dataclass(frozen=True)
-class _Program:
-    """One student's program for one exercise: function -> (digest, shingles), and one digest
-    of them all (identical programs: every function's digest the same)."""
+class _Function:
+    """One exported function of a student's: its digest, the 4-grams compared (those beyond the
+    reference's), and whether its sketch was full (then the 4-grams are a sample)."""
 
-    functions: dict[str, tuple[str, frozenset[int]]]
+    digest: str
+    shingles: frozenset[int]
+    full: bool
+
+
+@dataclass(frozen=True)
+class _Program:
+    """One student's program for one exercise: function -> its `_Function`, and one digest of
+    them all (identical programs: every function's digest the same)."""
+
+    functions: dict[str, _Function]
     digest: str
     size: int
 
     @classmethod
-    def of(cls, functions: dict[str, tuple[str, frozenset[int]]]) -> _Program:
-        text = "\n".join(f"{name} {digest}" for name, (digest, _) in sorted(functions.items()))
+    def of(cls, functions: dict[str, _Function]) -> _Program:
+        text = "\n".join(f"{name} {f.digest}" for name, f in sorted(functions.items()))
         return cls(functions, hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                   sum(len(shingles) for _, shingles in functions.values()))
+                   sum(len(f.shingles) for f in functions.values()))
 
 
-def _overlap(a: frozenset[int], b: frozenset[int]) -> tuple[int, int]:
+_ABSENT = _Function("", frozenset(), False)
+
+
+def _overlap(a: _Function, b: _Function) -> tuple[int, int]:
     """(shared, compared) 4-grams of two sketches: exact when neither is full, else the bottom-k
     estimate (the k smallest of the union, and how many of them both hold)."""
-    if len(a) < MAX_SHINGLES and len(b) < MAX_SHINGLES:
-        return len(a & b), len(a | b)
-    sample = sorted(a | b)[:MAX_SHINGLES]
-    return sum(1 for s in sample if s in a and s in b), len(sample)
+    if not a.full and not b.full:
+        return len(a.shingles & b.shingles), len(a.shingles | b.shingles)
+    sample = sorted(a.shingles | b.shingles)[:MAX_SHINGLES]
+    return sum(1 for s in sample if s in a.shingles and s in b.shingles), len(sample)
 
 
 def _similarity(a: _Program, b: _Program) -> float:
@@ -90,9 +115,7 @@ def _similarity(a: _Program, b: _Program) -> float:
         return 1.0
     shared = compared = 0
     for name in set(a.functions) | set(b.functions):
-        left = a.functions.get(name, ("", frozenset()))[1]
-        right = b.functions.get(name, ("", frozenset()))[1]
-        s, c = _overlap(left, right)
+        s, c = _overlap(a.functions.get(name, _ABSENT), b.functions.get(name, _ABSENT))
         shared, compared = shared + s, compared + c
     return shared / compared if compared else 0.0
 
@@ -119,13 +142,20 @@ def _uninformative(prints: dict[str, list[ProgramFingerprint]], reference: Itera
 
 
 def _programs(prints: dict[str, list[ProgramFingerprint]], dropped: set[tuple[str, str]],
-              min_size: int) -> dict[str, _Program]:
+              reference: Iterable[ProgramFingerprint], min_size: int, min_beyond: int) -> dict[str, _Program]:
+    """Each student's program that is evidence: the functions not dropped, each without the
+    4-grams the reference's function has; a student left with too little to compare is left out."""
+    theirs = {p.function: frozenset(p.shingles) for p in reference}
     programs = {}
     for student, fps in prints.items():
-        functions = {p.function: (p.digest, frozenset(p.shingles)) for p in fps
-                     if (p.function, p.digest) not in dropped}
+        functions = {}
+        for p in fps:
+            beyond = frozenset(p.shingles) - theirs.get(p.function, frozenset())
+            if (p.function, p.digest) not in dropped and beyond:
+                functions[p.function] = _Function(p.digest, beyond, len(p.shingles) >= MAX_SHINGLES)
         program = _Program.of(functions)
-        if functions and program.size >= min_size:
+        whole = sum(len(p.shingles) for p in fps if p.function in functions)
+        if program.functions and whole >= min_size and (not theirs or program.size >= min_beyond):
             programs[student] = program
     return programs
 
@@ -163,11 +193,13 @@ def _groups_of(exercise: str, programs: dict[str, _Program], threshold: float) -
 
 def similar_groups(reports: dict[str, Report], threshold: float = DEFAULT_THRESHOLD, *,
                    reference: list[ProgramFingerprint] | None = None, min_size: int = MIN_SIZE,
+                   min_beyond: int = MIN_BEYOND,
                    common_share: float | None = COMMON_SHARE) -> list[SimilarGroup]:
     """Groups of students (the keys of `reports`) whose programs for an exercise are alike, per
     exercise in the reports' order, the most alike first. `reference`: the instructor's own
-    fingerprints (a graded reference solution's `programs`), whose exact programs are no
-    evidence; `common_share=None` keeps programs however many students wrote them."""
+    fingerprints (a graded reference solution's `programs`, grader.term.reference_programs),
+    whose programs, and what students' programs share with them, are no evidence;
+    `common_share=None` keeps programs however many students wrote them."""
     if not 0 <= threshold <= 1:
         raise ValueError(f"a similarity threshold is between 0 and 1, not {threshold!r}")
     groups: list[SimilarGroup] = []
@@ -175,7 +207,7 @@ def similar_groups(reports: dict[str, Report], threshold: float = DEFAULT_THRESH
     for exercise, prints in _by_exercise(reports).items():
         mine = [p for p in reference or [] if p.exercise == exercise]
         dropped = _uninformative(prints, mine, common_share)
-        programs = _programs(prints, dropped, min_size)
+        programs = _programs(prints, dropped, mine, min_size, min_beyond)
         groups += _groups_of(exercise, programs, threshold)
         commons += _common_groups(exercise, prints, dropped - {(p.function, p.digest) for p in mine}, threshold)
     return groups + commons

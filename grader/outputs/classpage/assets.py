@@ -59,7 +59,7 @@ code.ascii { overflow-wrap: anywhere; }
        border-radius: 4px; padding: 0 4px; margin-left: 4px; }
 .reason, .why { color: var(--muted); font-size: 12px; }
 .why { display: block; min-width: 13em; max-width: 30em; overflow-wrap: anywhere; }
-.who { overflow-wrap: anywhere; }
+.who { overflow-wrap: anywhere; unicode-bidi: isolate; }  /* a right-to-left name stays in its place */
 td.student { min-width: 9em; max-width: 18em; }
 td.notes { white-space: nowrap; }
 table.students td.student, table.students th:first-child { position: sticky; left: 0; z-index: 1; }
@@ -75,6 +75,13 @@ td.weak { background: #fff1f0; }
 s { color: var(--muted); }
 ul.plain { margin: 4px 0; padding-left: 18px; } ul.plain li { margin: 3px 0; overflow-wrap: anywhere; }
 a { color: var(--blue); text-decoration: none; } a:hover { text-decoration: underline; }
+h3.wrong { font-size: 14px; margin: 22px 0 2px; }
+h3.wrong code { color: var(--ink); }
+p.share { margin: 2px 0 6px; }
+table.wrong { margin-bottom: 8px; }
+table.wrong td.n { width: 5em; }
+details summary { cursor: pointer; color: var(--muted); font-size: 12px; }
+.who-all { margin: 4px 0; overflow-wrap: anywhere; font-size: 12px; }
 svg.histogram { display: block; width: 100%; max-width: 720px; height: auto; }
 svg .bar { fill: var(--blue); } svg .bar-error { fill: #b7bdc5; }
 svg .axis { stroke: var(--muted); stroke-width: 1; }

@@ -10,6 +10,7 @@ fragment, another folder or an attribute break-out.
 from __future__ import annotations
 
 import html
+import unicodedata
 from urllib.parse import quote
 
 from grader import inert
@@ -56,13 +57,40 @@ def href_path(path: str) -> str:
     return "/".join(_segment(p) for p in parts)
 
 
+_FAMILY = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "BOPOMOFO": "CJK"}
+"""Scripts written together in one name (Japanese and Korean names mix these with Han)."""
+_LATIN_LOOKALIKES = frozenset("аеіјорсухѕԁһԛԝӏАВЕІЈКМНОРСТУХЅ" "αικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ")
+"""Cyrillic and Greek letters that look like Latin ones: a name of only these reads as ASCII."""
+
+
+def _script(ch: str) -> str:
+    """A letter's script, as the first word of its Unicode name (`LATIN`, `CYRILLIC`, `CJK`, ...)."""
+    word = unicodedata.name(ch, "?").split(" ", 1)[0]
+    return _FAMILY.get(word, word)
+
+
+def looks_like_another(student: str) -> bool:
+    """Whether a name could be mistaken for another: letters of several scripts (a Cyrillic `а`
+    in `аlice`), a letter that is an ASCII one in another form (fullwidth, mathematical), or a
+    Cyrillic or Greek name made only of letters that look Latin (`аре`). A name written in one
+    script, whichever (`Zoë Ångström`, `李雷`, `محمد`), is not."""
+    letters = [ch for ch in student if unicodedata.category(ch).startswith("L")]
+    if any(not ch.isascii() and unicodedata.normalize("NFKC", ch).isascii() for ch in letters):
+        return True
+    scripts = {_script(ch) for ch in letters}
+    if len(scripts) > 1:
+        return True
+    return bool(letters) and scripts <= {"CYRILLIC", "GREEK"} and _LATIN_LOOKALIKES.issuperset(letters)
+
+
 def student_name(student: str, link: str | None) -> str:
-    """The student's name (a link when `link`); a name with non-ASCII or unprintable characters
-    is marked, its ASCII form shown and its code points in a tooltip, so `alice` and a Cyrillic
-    `аlice` can be told apart."""
+    """The student's name as written (a link when `link`), in any script, its characters that
+    are not text (control, bidi, invisible) shown escaped. A name that could be mistaken for
+    another (`looks_like_another`) or holds such characters is marked, its ASCII form shown and
+    its code points in a tooltip, so `alice` and a Cyrillic `аlice` can be told apart."""
     shown = esc_line(student)
     out = f'<a class="who" href="{esc(link)}">{shown}</a>' if link else f'<span class="who">{shown}</span>'
-    if student.isascii() and student.isprintable():
+    if inert.terminal(student) == student and not looks_like_another(student):
         return out
     ascii_form = inert.ascii_form(student)
     points = inert.code_points(student)
@@ -70,6 +98,13 @@ def student_name(student: str, link: str | None) -> str:
     mark = "non-ASCII" if not student.isascii() else "unprintable"
     return (f'{out} <span class="badge nonascii" title="{esc(f"ASCII form: {ascii_form}; {listed}")}">'
             f'{mark}</span> <code class="ascii">{esc(ascii_form)}</code>')
+
+
+def plain_name(student: str, link: str | None) -> str:
+    """The student's name as written, its non-text characters escaped, without the mark: where a
+    name is repeated after the students table has shown it marked."""
+    shown = esc_line(student)
+    return f'<a class="who" href="{esc(link)}">{shown}</a>' if link else f'<span class="who">{shown}</span>'
 
 
 def num(x: float) -> str:

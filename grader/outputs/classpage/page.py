@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from grader.outputs.classpage.analysis import CheckFailures, ClassAnalysis, WrongAnswer
 from grader.outputs.classpage.assets import CSS, SCRIPT, csp
 from grader.outputs.classpage.markup import (
     esc,
@@ -24,6 +25,7 @@ from grader.outputs.classpage.markup import (
     href_path,
     meter,
     num,
+    plain_name,
     score_cell,
     signed,
     student_name,
@@ -58,6 +60,11 @@ class Links:
     def name(self, student: str) -> str:
         page = href_path(self._feedback(student)) if student in self._reported else None
         return student_name(student, page)
+
+    def plain(self, student: str) -> str:
+        """The name as `name` links it, without the look-alike mark (for a name repeated in a list)."""
+        page = href_path(self._feedback(student)) if student in self._reported else None
+        return plain_name(student, page)
 
     def json(self, student: str) -> str:
         if student not in self._reported:
@@ -138,6 +145,69 @@ def _checks(s: ClassSummary, links: Links) -> str:
     return (_section("checks", "Checks, hardest first", "Pass rate among the students who answered the "
                      "check's exercise; those who did not are counted apart, and reports not graded ran no "
                      "check.") + _table("checks", head, rows))
+
+
+MAX_GROUPS = 5
+"""Groups shown per check and per grouping (the largest); the rest are counted, and are in the JSON."""
+
+
+def _group_row(group: WrongAnswer, what: str, links: Links) -> str:
+    """One way of failing: how many, what (escaped by the caller), one example to open, and everyone."""
+    everyone = ", ".join(links.plain(s) for s in group.students)
+    more = (f'<details><summary>all {group.count}</summary><p class="who-all">{everyone}</p></details>'
+            if group.count > 1 else "")
+    return (f'<tr><td class="n">{group.count}</td><td class="msg">{what}</td>'
+            f'<td class="student">{links.plain(group.example)}{more}</td></tr>')
+
+
+def _rest(groups: list[WrongAnswer], kind: str) -> str:
+    """One row for the groups not shown: how many students, in how many groups."""
+    if not groups:
+        return ""
+    students = sum(g.count for g in groups)
+    own = ", each their own" if all(g.count == 1 for g in groups) and len(groups) > 1 else ""
+    other = f"with {len(groups)} other {kind}{'s' if len(groups) != 1 else ''}{own}"
+    return (f'<tr><td class="n">{students}</td><td class="reason" colspan="2">{other} (every one in '
+            "<code>grade report OUT --json</code>)</td></tr>")
+
+
+def _program_label(group: WrongAnswer, function: str | None) -> str:
+    of = f" of <code>{esc(function)}</code>" if function else " of the exercise"
+    if group.program is None:
+        return f"no compiled program{of}: it did not trace, or no check exported it"
+    mine = " (the reference solution's program)" if group.reference else ""
+    same = "the same program" if group.count > 1 else "a program"
+    return f'{same}{of} <code title="{esc(group.program)}">{esc(group.program[:10])}</code>{mine}'
+
+
+def _wrong_check(c: CheckFailures, links: Links) -> str:
+    hidden = '<span class="tag">hidden inputs</span>' if c.hidden else ""
+    share = f'<span class="count">{c.failed} of {c.judged}</span> failed ({num(100 * c.share)}%)'
+    head = (f'<h3 class="wrong"><code>{esc(c.id)}</code> {esc(c.title)}{hidden}</h3>'
+            f'<p class="share">{share}</p>')
+    by_message = [_group_row(g, esc_line(g.message, 500), links) for g in c.by_message[:MAX_GROUPS]]
+    by_message.append(_rest(c.by_message[MAX_GROUPS:], "message"))
+    heads = [f'<th class="n">Students</th><th>{what}</th><th>One of them</th>'
+             for what in ("The message they got", "Their compiled program")]
+    out = f'<div class="wrong-check">{head}{_table("wrong", heads[0], by_message)}'
+    shown = [g for g in c.by_program if g.count > 1 or g.program is None][:MAX_GROUPS]
+    if shown:
+        by_program = [_group_row(g, _program_label(g, c.function), links) for g in shown]
+        by_program.append(_rest([g for g in c.by_program if g not in shown], "program"))
+        out += _table("wrong", heads[1], by_program)
+    elif c.failed > 1:
+        out += '<p class="note">Each of them wrote a program of their own.</p>'
+    return out + "</div>"
+
+
+def _wrong(analysis: ClassAnalysis, links: Links) -> str:
+    failing = [c for c in analysis.checks if c.failed]
+    return (_section("wrong", "What the class got wrong", "Per check, the students who answered its exercise "
+                     "and did not pass it, grouped by the message they got (numbers and quoted names that "
+                     "differ between them shown as “…”) and by their compiled program (the same normalised "
+                     "program: the same way of getting it wrong). Each group opens one student’s feedback "
+                     "page. For the instructor: nothing of this reaches a student.")
+            + "".join(_wrong_check(c, links) for c in failing))
 
 
 def _notes(row: StudentRow) -> str:
@@ -250,7 +320,7 @@ def _similar(s: ClassSummary, links: Links) -> str:
 Section = Callable[[ClassSummary, Links], str]
 
 
-def _sections(s: ClassSummary) -> list[tuple[str, str, Section]]:
+def _sections(s: ClassSummary, analysis: ClassAnalysis | None) -> list[tuple[str, str, Section]]:
     """The sections this class needs, in the page's order: id, title in the contents, renderer."""
     wanted: list[tuple[str, str, object, Section]] = [
         ("not-graded", "Not graded", s.errors, _not_graded),
@@ -258,6 +328,8 @@ def _sections(s: ClassSummary) -> list[tuple[str, str, Section]]:
         ("distribution", "Distribution", True, _distribution),
         ("exercises", "Exercises", s.exercises, _exercises),
         ("checks", "Checks", s.checks, _checks),
+        ("wrong", "What the class got wrong", analysis and any(c.failed for c in analysis.checks),
+         lambda _, links: _wrong(analysis, links) if analysis else ""),
         ("problems", "Cell problems", any(r.problems or r.problems_omitted for r in s.rows), _problems),
         ("changes", "Score changes", any(r.changed for r in s.rows), _changes),
         ("similar", "Similar programs", s.groups, _similar)]
@@ -266,9 +338,11 @@ def _sections(s: ClassSummary) -> list[tuple[str, str, Section]]:
 
 def render_html(summary: ClassSummary, title: str | None = None, *,
                 report_file: Callable[[str], str] = report_file,
-                feedback_file: Callable[[str], str] = feedback_file) -> str:
+                feedback_file: Callable[[str], str] = feedback_file,
+                analysis: ClassAnalysis | None = None) -> str:
     """The page. `feedback_file(student)` and `report_file(student)` name the student's feedback
-    page and JSON report relative to the page (percent-encoded here, whatever characters they have)."""
+    page and JSON report relative to the page (percent-encoded here, whatever characters they have);
+    `analysis` is what the class got wrong (its section is left out without it)."""
     ids = ", ".join(summary.assignments)
     heading = title or ids or "Class report"
     out = [(f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -285,7 +359,7 @@ def render_html(summary: ClassSummary, title: str | None = None, *,
                    "</main></body></html>\n")
         return "".join(out)
     links = Links(summary, report_file, feedback_file)
-    sections = _sections(summary)
+    sections = _sections(summary, analysis)
     out += [_cards(summary), _toc([(ident, title) for ident, title, _ in sections])]
     out += [make(summary, links) for _, _, make in sections]
     out.append(f"</main><script>{SCRIPT}</script></body></html>\n")

@@ -207,7 +207,8 @@ def _check_stats(reports: dict[str, Report]) -> list[CheckStats]:
     return sorted(stats, key=lambda c: (c.rate, c.id))
 
 
-def _assignments(reports: dict[str, Report]) -> list[str]:
+def assignment_ids(reports: dict[str, Report]) -> list[str]:
+    """The reports' assignments, sorted; the "unknown" of reports in error left out when others exist."""
     ids = sorted({r.assignment for r in reports.values()})
     if len(ids) > 1 and "unknown" in ids:
         ids.remove("unknown")
@@ -231,7 +232,7 @@ def summarize(reports: dict[str, Report], not_graded: dict[str, str] | None = No
                   key=lambda row: row.student)
     pcts = [row.percent for row in rows]
     return ClassSummary(
-        assignments=_assignments(reports), students=len(rows),
+        assignments=assignment_ids(reports), students=len(rows),
         graded=sum(row.status == "graded" for row in rows), errors=sum(row.status == "error" for row in rows),
         died=sum(row.state == "died" for row in rows), missing=len(extra),
         mean_percent=sum(pcts) / len(pcts) if pcts else None, median_percent=median(pcts) if pcts else None,

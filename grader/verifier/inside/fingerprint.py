@@ -15,8 +15,13 @@ module normalises that text so that only the program remains:
   its (literal, type) among the module's distinct constants, sorted: the constants' order in the
   module (which follows the order the student wrote them in) no longer matters, their values and
   where each one is used still do; the sorted list is part of the digest;
-- SSA names are renamed `%v0`, `%v1`... in order of first appearance, per function (MLIR's own
-  names count the constants removed above, and `%arg`/`%iterArg` suffixes shift with them);
+- the operations of each block are put in one order decided by the program alone (`_canonical`):
+  what each value is computed from, depth first from what the block returns, operands in order,
+  so independent lines written in another order give the same text; functions follow `@main` in
+  the order they are first called. A text this does not parse keeps its order;
+- SSA names are renamed `%v0`, `%v1`... in order of definition, per function, each definition a
+  new name (MLIR's own names count the constants removed above, `%arg`/`%iterArg` suffixes shift
+  with them, and a loop's `cond` and `do` reuse the same ones);
 - runs of blanks become one, blank lines go.
 
 `digest` is the sha256 of the normalised text and its constants: identical programs, identical
@@ -165,29 +170,185 @@ def _inline_constants(lines: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _rename_values(lines: list[str]) -> list[str]:
-    """SSA names renamed %v0, %v1... in order of first appearance, afresh in each function."""
+    """SSA names renamed %v0, %v1... in order of definition, afresh in each function: each
+    definition (a result, a block's or a loop's argument) takes the next name and its uses
+    follow it, so that two regions that reuse MLIR's names (a loop's `cond` and `do`) do not
+    carry the numbers of the text's original order."""
     names: dict[str, str] = {}
-
-    def rename(m: re.Match) -> str:
-        token = m.group()
-        if not token.startswith("%"):
-            return token
-        return names.setdefault(token, f"%v{len(names)}")
-
+    count = 0
     out = []
     for line in lines:
         if line.startswith("func.func "):
-            names = {}
-        out.append(_NAMES.sub(rename, line))
+            names, count = {}, 0
+        results = _RESULTS.match(line)
+        defined = {m.start(1) for m in _DECLARED.finditer(line) if m.group(1)}
+        if results:
+            defined |= {m.start() for m in re.finditer(_SSA, results.group(1))}
+        parts, start = [], 0
+        for m in _NAMES.finditer(line):
+            token = m.group()
+            if not token.startswith("%"):
+                continue
+            if m.start() in defined or token not in names:
+                names[token], count = f"%v{count}", count + 1
+            parts += [line[start:m.start()], names[token]]
+            start = m.end()
+        out.append("".join(parts) + line[start:])
     return out
+
+
+class _Unparsed(Exception):
+    """A module text `_canonical` does not understand: its order is kept."""
+
+
+_BRACKETS = re.compile(_STRING + r'|[{}()]')
+_RESULTS = re.compile(r'^(' + _SSA + r'(?::\d+)?(?:, ' + _SSA + r'(?::\d+)?)*) = ')
+_DECLARED = re.compile(_STRING + '|(' + _SSA + r')(?=: | = )')  # `%a: type` (block), `%a = %init` (loop)
+_FRAME = re.compile(r'^(?:\}|[a-z_]+(?:\(| \{))')  # a region op's further line: `cond {`, `reducer(...) {`
+_RETURN = re.compile(r'^"?[\w.]*\breturn\b')
+
+
+def _balance(line: str) -> tuple[int, int]:
+    """(the line's net count of open brackets, the lowest count reached along it), strings skipped."""
+    if '"' not in line and not line.startswith(("}", ")")):  # most lines: counted, they close nothing first
+        return line.count("{") + line.count("(") - line.count("}") - line.count(")"), 0
+    depth = low = 0
+    for m in _BRACKETS.finditer(line):
+        token = m.group()
+        if token in "{(":
+            depth += 1
+        elif token in "})":
+            depth -= 1
+            low = min(low, depth)
+    return depth, low
+
+
+def _items(lines: list[str]) -> list[list[str]]:
+    """A block's operations, each with the lines of its regions."""
+    items: list[list[str]] = []
+    depth = 0
+    for line in lines:
+        if depth == 0 and not (items and _FRAME.match(line)):
+            items.append([line])
+        else:
+            items[-1].append(line)
+        depth += _balance(line)[0]
+        if depth < 0:
+            raise _Unparsed
+    if depth:
+        raise _Unparsed
+    return items
+
+
+def _with_canonical_regions(item: list[str]) -> list[str]:
+    """An operation whose regions' blocks are each in canonical order (its own lines stay)."""
+    out: list[str] = []
+    body: list[str] = []
+    depth, floor = 0, None
+    for line in item:
+        net, low = _balance(line)
+        if floor is not None and depth + low >= floor:
+            body.append(line)
+        else:
+            out += _canonical_block(body) if body else []
+            body = []
+            out.append(line)
+            floor = depth + net if line.endswith("{") else None
+        depth += net
+    return out + (_canonical_block(body) if body else [])
+
+
+def _names(item: list[str]) -> tuple[list[str], set[str]]:
+    """(the values an operation uses from outside it, in order of appearance; those it defines)."""
+    inside: set[str] = set()
+    for line in item:
+        results = _RESULTS.match(line)
+        if results:
+            inside.update(re.findall(_SSA, results.group(1)))
+        inside.update(m.group(1) for m in _DECLARED.finditer(line) if m.group(1))
+    used: dict[str, None] = {}
+    for line in item:
+        for m in _NAMES.finditer(line):
+            token = m.group()
+            if token.startswith("%") and token not in inside:
+                used[token] = None
+    results = _RESULTS.match(item[0])
+    return list(used), set(re.findall(_SSA, results.group(1))) if results else set()
+
+
+def _canonical_block(lines: list[str]) -> list[str]:
+    """A block's operations depth first from what it returns (each after what it uses, operands
+    in order), then any left over in their order, the block's label first and its return last."""
+    items = [_with_canonical_regions(item) if len(item) > 1 else item for item in _items(lines)]
+    label = [items.pop(0)] if items and items[0][0].startswith("^") else []
+    if any(item[0].startswith("^") for item in items):
+        raise _Unparsed  # a region of several blocks
+    last = [items.pop()] if items and _RETURN.match(items[-1][0]) else []
+    definer: dict[str, int] = {}
+    uses: list[list[str]] = []
+    for i, item in enumerate(items):
+        used, defined = _names(item)
+        uses.append(used)
+        definer.update(dict.fromkeys(defined, i))
+    order: list[int] = []
+    state = [0] * len(items)  # 0 not seen, 1 on the way, 2 placed
+
+    def place(root: int) -> None:
+        if state[root]:
+            return
+        state[root] = 1
+        stack = [(root, iter(uses[root]))]
+        while stack:
+            i, pending = stack[-1]
+            for name in pending:
+                j = definer.get(name)
+                if j is not None and not state[j]:
+                    state[j] = 1
+                    stack.append((j, iter(uses[j])))
+                    break
+            else:
+                stack.pop()
+                state[i] = 2
+                order.append(i)
+
+    for name in _names(last[0])[0] if last else []:
+        if name in definer:
+            place(definer[name])
+    for i in range(len(items)):
+        place(i)
+    return [line for item in label + [items[i] for i in order] + last for line in item]
+
+
+def _canonical(lines: list[str]) -> list[str]:
+    """The module with every function's blocks in canonical order, and its functions in the
+    order they are first called from `@main` (unreached ones after, as they were)."""
+    try:
+        if len(lines) < 2 or not lines[0].startswith("module") or lines[-1] != "}":
+            raise _Unparsed
+        functions = [_with_canonical_regions(f) for f in _items(lines[1:-1])]
+        named = {}
+        for f in functions:
+            m = _FUNC.match(f[0])
+            if m is None:
+                raise _Unparsed
+            named[m.group(1)] = f
+        order = ["@main"] if "@main" in named else []
+        for name in order:
+            for m in _SYMBOLS.finditer("\n".join(named[name][1:])):
+                if m.group() in named and m.group() not in order:
+                    order.append(m.group())
+        order += [name for name in named if name not in order]
+        return [lines[0], *(line for name in order for line in named[name]), lines[-1]]
+    except (_Unparsed, IndexError, RecursionError):
+        return lines
 
 
 def normalise(text: str) -> tuple[str, list[str]]:
     """(the normalised module text, its sorted distinct constants as `literal : type`)."""
     text = _strip_source_attributes(_strip_locations(text))
     lines = [" ".join(line.split()) for line in text.split("\n")]
-    lines = _rename_symbols([line for line in lines if line])
-    lines, constants = _inline_constants(lines)
+    lines, constants = _inline_constants([line for line in lines if line])
+    lines = _rename_symbols(_canonical(lines))
     return "\n".join(_rename_values(lines)) + "\n", constants
 
 
