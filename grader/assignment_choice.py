@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import re
+
 from grader import assignment as assignments
-from grader.errors import UsageError, WrongAssignment
+from grader.errors import SubmissionUnreadable, UsageError, WrongAssignment
 from grader.options import GradeOptions
-from grader.submission import Submission, claim_text
+from grader.submission import Submission, claim_text, display_path, pack_distribution, pack_package, peek
+
+ASSIGNMENT_ID = re.compile(r"[a-z][a-z0-9_-]*")  # grader/spec.py's pattern of an assignment id
 
 
 def only_assignment(known: list[str]) -> str | None:
@@ -103,3 +107,61 @@ def decide_assignment(requested: str | None, hints: list[str | None], *, needed:
         return None
     raise UsageError("cannot tell which assignment this batch grades (no notebook names one): pass -a"
                      + (f" ({', '.join(known)})" if known else ""))
+
+
+# ----------------------------------------------------------------------------- the student packs
+
+
+def _listed(known: dict[str, str]) -> str:
+    return ", ".join(pack_distribution(a) for a in known) or "none"
+
+
+class PackMissing(UsageError):
+    """A notebook (or `-a`, or a self-check call) names an assignment whose pack is not installed
+    in this Python: which pack to install, in one sentence (exit 2)."""
+
+    def __init__(self, claimed: str, known: dict[str, str], *, path: str | None = None,
+                 asked: str = "", pip: str = "pip"):
+        installed_now = f"installed: {_listed(known)}"
+        if not ASSIGNMENT_ID.fullmatch(claimed):  # a notebook's claim is the student's: quoted, never a name
+            said = (f"{path}: this notebook says it is for {claim_text(claimed)}, which" if path else
+                    f"{asked}{claim_text(claimed)}")
+            message = f"{said} is not an assignment of the course's packs ({installed_now})"
+        else:
+            which = (f"{path}: this notebook is for {claimed}, whose pack" if path else
+                     f"{asked}{claimed}: the pack of {claimed}" if asked else f"The pack of {claimed}")
+            message = (f"{which} ({pack_distribution(claimed)}) is not installed in this Python "
+                       f"({installed_now}); ask your instructor for the pack of {claimed}, then install it: "
+                       f"{pip} install {pack_package(claimed)}-*.whl")
+        super().__init__(message)
+        self.claimed = claimed
+
+
+def choose_pack(path: Path, requested: str | None, known: dict[str, str], own: str | None = None) -> str:
+    """The assignment `grade` checks `path` as, among the packs installed (`known`): `-a`, else
+    the notebook's `grader.assignment`, else the file's name, else the only pack there is (the
+    instructor's order, `choose_assignment`). A file that cannot be read is left to the pack's
+    own `grade` (`own`, the pack whose script runs), which says why in its sentence."""
+    if requested is not None and requested not in known:
+        raise PackMissing(requested, known, asked="-a ")
+    try:
+        seen = peek(path)
+    except SubmissionUnreadable:
+        return requested or (own if own in known else next(iter(known)))
+    hint = seen.assignment_hint
+    if requested is not None:
+        if hint is not None and hint != requested:
+            shown = hint if hint in known else claim_text(hint)
+            raise WrongAssignment(seen.path, shown, requested, graded="-a asks for")
+        return requested
+    if hint is not None:
+        if hint in known:
+            return hint
+        raise PackMissing(hint, known, path=seen.path)
+    if path.stem in known:
+        return path.stem
+    only_one = only_assignment(list(known))
+    if only_one is not None:
+        return only_one
+    raise UsageError(f"cannot tell which assignment {display_path(path)} is for; pass -a "
+                     f"({', '.join(known)})")

@@ -130,10 +130,11 @@ def _emit(report: Report, args: argparse.Namespace, submission: Path) -> None:
     target = Path(args.json) if args.json else _report_path(args, submission)
     try:
         write(report, target)
-        print(f"report: {terminal(target, PATH_LIMIT)}")
     except OSError as exc:
         print(f"grade: could not write the report to {terminal(target, PATH_LIMIT)} ({terminal(exc.strerror)})",
               file=sys.stderr)
+        return
+    print(f"report: {terminal(target, PATH_LIMIT)}")  # a closed stdout is not the report's fault (entry())
 
 
 def _below(report: Report, fail_under: float | None) -> bool:
@@ -187,10 +188,21 @@ def _validate(argv: list[str]) -> int:
     p.add_argument("--junit", type=Path, metavar="FILE", help="write one JUnit test case per validated item")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rows and the kill matrix as JSON")
     p.add_argument("--html", type=Path, metavar="FILE", help="write the rows and the kill matrix as a page")
+    p.add_argument("--show", metavar="ID", help="print the whole source of the mutant or honest variant ID (its "
+                   "name in the kill matrix) and stop: nothing is graded")
     args = p.parse_args(argv)
     if args.jobs < 1:
         raise UsageError("-j must be at least 1")
     names = assignments.select(args.assignments)
+    if args.show is not None:
+        from grader.course.validate import mutant_source
+
+        chosen = names or assignments.available()
+        if len(chosen) != 1:
+            raise UsageError("--show prints a mutant of one assignment: name it, as in "
+                             "`grade validate ch2-jit --show newton_sqrt.loop_capped`")
+        print(mutant_source(chosen[0], args.show, set(args.family) if args.family else None), end="")
+        return 0
     from grader.course import validation_outputs as outputs
     from grader.course.validate import validate_all
 

@@ -47,10 +47,19 @@ def _check_lines(ex: ExerciseResult, verbose: bool = False) -> list[str]:
     judged = [c for c in ex.checks if c not in later]
     missing = [c.not_answered for c in judged if c.not_answered is not None]
     if judged and len(missing) == len(judged):
-        names = sorted({m.name for m in missing})
-        causes = sorted({m.because for m in missing if m.because})
-        return [f"      - not answered yet: define {', '.join(name(n) for n in names)}"] + [
-            f"        because {flowing(cause, MESSAGE_LIMIT)}" for cause in causes]
+        asked = [m for m in missing if not m.used]  # a name the exercise asks for; else one its code uses
+        names = sorted({m.name for m in asked})
+        causes = sorted({m.because for m in asked if m.because})
+        used: dict[str, set[str]] = {}  # a failed cell's sentence -> the names its code lacks for it
+        for m in missing:
+            if m.used and m.because:
+                used.setdefault(m.because, set()).add(m.name)
+        defined = [f"      - not answered yet: define {', '.join(name(n) for n in names)}"] if names else []
+        return defined + [
+            f"        because {flowing(cause, MESSAGE_LIMIT)}" for cause in causes] + [
+            f"      - not answered yet: {flowing(cause, MESSAGE_LIMIT)}, so "
+            f"{', '.join(f'`{name(n)}`' for n in sorted(lacked))} {'is' if len(lacked) == 1 else 'are'} not "
+            "defined: fix that cell first" for cause, lacked in sorted(used.items())]
     lines = []
     if later:
         titles = "; ".join(_check(c) for c in later)

@@ -96,11 +96,16 @@ class NotAnswered(_Model):
     because: str | None = Field(default=None, description=(
         "the student cell that would have defined `name` and what it raised, hung or killed "
         "(grader.judging.attribution)"))
+    used: bool = Field(default=False, description=(
+        "`name` is not one the exercise asks for but a name the student's code uses (it raised NameError "
+        "for it), which the failed cell of `because` would have bound: the message leads with that cell"))
 
     @property
     def message(self) -> str:
         if self.defined:
             return f"{NOT_ANSWERED}: `{self.name}` has no answer {self.item!r}."
+        if self.used and self.because:
+            return f"{self.because}, so `{self.name}` is not defined: fix that cell first"
         because = f", because {self.because}" if self.because else "."
         return f"{NOT_ANSWERED}: `{self.name}` is not defined{because}"
 
@@ -141,6 +146,9 @@ class CheckResult(_Model):
         default=None, description="with reason 'not_answered': the name not defined (or without an answer)")
     same_as: str | None = Field(
         default=None, description="with reason 'same_cause': the id of the check that shows the root cause")
+    undefined: str | None = Field(default=None, description=(
+        "the name the student's code raised NameError for during this check: when a cell that failed would "
+        "have bound it, the check is told as not answered because of that cell (grader.judging.attribution)"))
 
     @model_validator(mode="after")
     def _reason_has_its_data(self) -> CheckResult:

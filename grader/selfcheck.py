@@ -25,6 +25,7 @@ from typing import Any
 
 from grader import assignment as assignments
 from grader.checks.base import Seen
+from grader.errors import GraderError, UsageError
 from grader.judging.local import LocalProber, LocalVerifier, TimeUp
 from grader.judging.plan import Plan, observe_all, plan
 from grader.judging.reveal import judged_now
@@ -32,6 +33,7 @@ from grader.judging.verdicts import judge
 from grader.judging.verification import verify_all
 from grader.kernel.protocol import ExportResult, Observation
 from grader.render import summary_exercise
+from grader.selfgrade import packs
 
 _warned: set[str] = set()
 
@@ -92,7 +94,7 @@ def _namespace() -> dict[str, Any]:
 
 def _warn_about_jax() -> None:
     """Once: the student's JAX is not the one the course grades with (some answers depend on it)."""
-    course = assignments.assignments_dir() / "course.json"
+    course = assignments.PACKED_DIR / "course.json"  # the pack's (this checkout has none)
     try:
         wanted = json.loads(course.read_text(encoding="utf-8")).get("jax")
     except (OSError, ValueError):
@@ -113,14 +115,42 @@ def check(exercise: str, assignment: str, namespace: dict[str, Any] | None = Non
     In three steps, each stoppable: the notebook's functions are looked up, traced and exported
     here (an alarm stops a Python loop); their programs run in the child (killed at the limit);
     then the requests that run the student's compiled code here (a call, a compile count) are
-    answered, once the child has run the same function's programs to their end."""
-    loaded = assignments.load(assignment)
+    answered, once the child has run the same function's programs to their end.
+
+    Whatever goes wrong on the grader's side is one sentence, never a traceback in the notebook:
+    an assignment whose pack is not installed (which pack to install), an exercise it does not
+    have, a bug (please report it). Ctrl-C is `Stopped`, shown as its sentence."""
+    try:
+        _check(exercise, assignment, namespace, seed, timeout)
+    except KeyboardInterrupt:
+        raise
+    except packs.PackMissing as exc:
+        known = packs.installed()
+        if exc.claimed not in known:
+            print(f"⚠️ {packs.PackMissing(exc.claimed, known, pip='%pip')}")
+            return
+        try:  # another assignment's pack, installed here: its self-check (it says its own sentences)
+            other = packs.pack_of(exc.claimed, known)
+        except packs.PackBroken as broken:
+            print(f"⚠️ {broken}")
+            return
+        other.check(exercise, assignment, namespace=namespace, seed=seed, timeout=timeout)
+    except GraderError as exc:
+        print(f"⚠️ {exc}")
+    except Exception as exc:  # noqa: BLE001 - the grader's bug, in one sentence
+        print(f"⚠️ The self-check failed ({type(exc).__name__}: {exc}), a bug: please tell your instructor; "
+              "`grade` on the whole notebook may still work.")
+
+
+def _check(exercise: str, assignment: str, namespace: dict[str, Any] | None, seed: int | None,
+           timeout: float | None) -> None:
+    loaded = packs.load(assignment)
     _warn_about_jax()
     seed = secrets.randbelow(2**31) if seed is None else seed
     selected = [(ex, checks) for ex, checks in plan(loaded, seed, stage="self_check") if ex.id == exercise]
     if not selected:
         known = ", ".join(e.id for e in loaded.spec.exercises)
-        raise ValueError(f"{assignment} has no exercise {exercise!r} (it has {known})")
+        raise UsageError(f"{assignment} has no exercise {exercise!r} (it has {known})")
     limit = timeout or loaded.spec.limits.probe_timeout_s
     verifier = LocalVerifier()
     verifier.launch()  # it imports JAX while the functions are traced

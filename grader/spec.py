@@ -76,22 +76,13 @@ class Limits(_Spec):
     submission_timeout_s: float = Field(default=300.0, gt=0, description="the whole submission")
 
 
-Source = Literal["module", "kernel"]
-
-
-def source_field() -> Any:
-    return Field(default="module", description=(
-        "where the values come from. 'module' (the default, for JAX functions): the kernel only "
-        "traces and exports the function (jax.export) for the arguments' shapes and dtypes, and the "
-        "grader's verifier executes that program, so no input value enters the kernel and a forged "
-        "program passes only by being a correct answer. 'kernel': the kernel calls the function and "
-        "reports what it returned (for code JAX cannot trace, e.g. plain Python; forgeable by the "
-        "student's own process)"))
+Judged = Literal["traced", "eager", "either"]
+"""How a function is judged, as its exercise's text prescribes it (`FunctionSpec.judged`)."""
 
 
 def public_field() -> Any:
     return Field(default=None, description=(
-        "positions of arguments whose values may be sent to the kernel when the function cannot be "
+        "a traced function's arguments whose values may be sent to the kernel when the function cannot be "
         "traced with them abstract (a Python loop's count, an argument made static): it is then "
         "exported once per value. Default: none"))
 
@@ -147,14 +138,29 @@ class _CheckBase(_Spec):
         return "pass_fail" if self.hidden else "details"
 
 
+ReturnKind = Literal["float", "int", "bool", "python_int", "any"]
+
+
 class ReturnShape(_Spec):
-    """The structure a function must return: a sequence of `length` scalars of these kinds."""
+    """The structure a function must return: a sequence of `length` scalars of these kinds, or
+    (no `length`) one scalar of `kinds[0]`."""
 
     cases: Cases
-    source: Source = source_field()
     public: list[Annotated[int, Field(ge=0)]] | None = public_field()
-    length: int = Field(ge=1)
-    kinds: list[Literal["float", "int", "bool", "any"]] | None = None
+    length: int | None = Field(default=None, ge=1, description=(
+        "a sequence of this many values (what `a, b = f(...)` unpacks); none: one value, not a sequence"))
+    kinds: list[ReturnKind] | None = Field(default=None, description=(
+        "per value: 'float', 'int', 'bool' (a scalar of that dtype kind: an array, a NumPy or Python scalar), "
+        "'python_int' (a Python int, as \"returns a plain Python int\" asks: only a function judged 'eager' "
+        "can return one), 'any'"))
+
+    @model_validator(mode="after")
+    def _kinds_fit(self) -> ReturnShape:
+        if self.kinds is not None and len(self.kinds) != (self.length or 1):
+            raise ValueError(f"kinds lists {len(self.kinds)} kinds for {self.length or 1} values")
+        if self.length is not None and "python_int" in (self.kinds or []):
+            raise ValueError("python_int is the kind of one value returned alone (no length)")
+        return self
 
 
 class InterfaceCheck(_CheckBase):
@@ -181,10 +187,7 @@ class NumericCheck(_CheckBase):
     kind: Literal["numeric"] = "numeric"
     function: PythonName
     cases: Cases
-    source: Source = source_field()
     public: list[Annotated[int, Field(ge=0)]] | None = public_field()
-    jit: bool = Field(default=False, description="source 'kernel': wrap the function in jax.jit before "
-                      "calling it (a module is always traced under jax.jit)")
     reference: PythonName | None = Field(default=None, description="NumPy function in references.py")
     output: int | None = Field(default=None, ge=0, description="compare only this item of the result")
     set_globals: dict[PythonName, JsonValue] = Field(
@@ -216,6 +219,25 @@ class _RunsItsModule(_Spec):
     atol: float = Field(default=1e-5, ge=0)
 
 
+MIN_GROWTH_SIZES = 3
+"""constant_size judges growth over at least this many input sizes: with two, a program one
+operation longer for the larger input (a vectorized program's lowering may differ that much) could
+not be told from one that grows with every element."""
+
+
+def _elements(value: Any) -> int:
+    """How many numbers a literal argument holds (a scalar 1, a nested list its leaves)."""
+    return sum(_elements(v) for v in value) if isinstance(value, list) else 1
+
+
+def too_few_sizes(sizes: list[int]) -> str:
+    """The sentence refusing a constant_size check whose cases give too few input sizes."""
+    given = ", ".join(str(s) for s in sizes) or "none"
+    return (f"constant_size needs cases of at least {MIN_GROWTH_SIZES} distinct input sizes (numbers of "
+            "elements, e.g. 3, 12 and 48) to tell a program that grows with every element from one that "
+            f"differs by an operation; these give {len(sizes)} ({given})")
+
+
 class StructureCheck(_CheckBase, _RunsItsModule):
     """The exported module (or, observed in the kernel, the jaxpr or lowered text) of the
     function for these calls contains / lacks given operations."""
@@ -230,16 +252,20 @@ class StructureCheck(_CheckBase, _RunsItsModule):
     contains: list[str] = []
     absent: list[str] = []
     constant_size: bool = Field(default=False, description=(
-        "the modules for the cases (inputs of different sizes) have the same number of operations and their "
-        "loops the same trip counts: the function handles arrays directly, with no Python loop, fori_loop or "
-        "scan over their elements"))
-    loop: Literal["value_dependent", "counted_by_input"] | None = Field(default=None, description=(
+        "the modules for the cases (inputs of at least three different sizes) do not grow with the input: "
+        "neither their number of operations nor their loops' trip counts follow the size (rise from each "
+        "size to the next, by at least one per extra element): the function handles arrays directly, with no "
+        "Python loop, fori_loop or scan over their elements"))
+    loop: Literal["value_dependent", "counted_by_input", "over_input"] | None = Field(default=None, description=(
         "with contains = [\"while\"]: a while loop of that kind computes what the function returns. "
         "'value_dependent' (lax.while_loop): its stop reads a value the loop computes from the inputs, "
         "not only a counter (a fori_loop or scan with a fixed trip count fails); 'counted_by_input' "
         "(lax.fori_loop over a traced count): a counter against a bound that comes from an input (a "
         "scan or fori_loop of a length fixed when traced fails; a while_loop counting to the traced "
-        "bound lowers to the same program and passes)"))
+        "bound lowers to the same program and passes); 'over_input' (lax.scan over an input's elements): "
+        "a loop of as many steps as an input array's length, for every case (give cases of two or more "
+        "lengths; a Python loop, a loop of a fixed length or a vectorized jnp.cumsum fails; a fori_loop "
+        "over range(len(xs)) is the same program and passes)"))
     case_chooses_output: bool = Field(default=False, description=(
         "with contains = [\"case\"]: a case (lax.switch / lax.cond) whose index is computed from the "
         "inputs chooses what the function returns, not one on a constant index or predicate, nor a "
@@ -251,9 +277,18 @@ class StructureCheck(_CheckBase, _RunsItsModule):
             raise ValueError("needs contains, absent or constant_size")
         if self.constant_size and self.representation != "module":
             raise ValueError("constant_size reads modules: representation must be 'module'")
+        if self.constant_size and self.cases.rows is not None:
+            sizes = sorted({sum(_elements(arg) for arg in row) for row in self.cases.rows})
+            if len(sizes) < MIN_GROWTH_SIZES:
+                raise ValueError(too_few_sizes(sizes))
         if self.loop is not None and ("while" not in self.contains or self.representation != "module"):
             raise ValueError("loop reads a module's while loops: contains must list \"while\" and "
                              "representation be 'module'")
+        if self.loop == "over_input" and self.cases.rows is not None:
+            lengths = {len(arg) for row in self.cases.rows for arg in row if isinstance(arg, list)}
+            if len(lengths) < 2:
+                raise ValueError("loop = \"over_input\" needs cases whose arrays have two or more lengths (a "
+                                 "loop of a fixed length must not pass by matching the one length asked)")
         if self.case_chooses_output and ("case" not in self.contains or self.representation != "module"):
             raise ValueError("case_chooses_output reads a module's cases: contains must list \"case\" and "
                              "representation be 'module'")
@@ -272,7 +307,6 @@ class CompileLimitCheck(_CheckBase, _RunsItsModule):
     kind: Literal["compile_limit"] = "compile_limit"
     function: PythonName
     cases: Cases
-    source: Source = source_field()
     max_compiles: int = Field(ge=0)
 
 
@@ -288,7 +322,6 @@ class CustomCheck(_CheckBase):
     observe: list[PythonName] = Field(default_factory=list, description="names whose values it judges")
     call: PythonName | None = Field(default=None, description="a student function to call on `cases`")
     cases: Cases | None = None
-    source: Source = source_field()
     public: list[Annotated[int, Field(ge=0)]] | None = public_field()
     params: dict[str, JsonValue] = Field(default_factory=dict)
 
@@ -301,11 +334,23 @@ class CustomCheck(_CheckBase):
         return self
 
 
+def same_object_field() -> Any:
+    return Field(default_factory=list, description=(
+        "groups of argument positions passed one object (the first's), as `_w0 = _b0 = jnp.float32(0.0)` "
+        "passes one buffer as w and b; the cases give those positions equal values"))
+
+
+def _distinct_groups(groups: list[list[int]]) -> None:
+    if any(len(group) < 2 or len(set(group)) != len(group) for group in groups):
+        raise ValueError("each same_object group names two or more distinct positions")
+
+
 class EagerCheck(_CheckBase):
-    """`function` called eagerly in the kernel, as the chapter's own cells call it (for code the text
-    prescribes as plain Python, and for what only a call shows): its values against a reference,
-    and/or how many times it calls another function of the namespace. Values come from the
-    student's process (source 'kernel'); a hidden one's failure shows pass or fail only."""
+    """`function` called eagerly in the kernel, as the chapter's own cells call it (whatever the
+    function's mode: the call a self-check cell makes), for what only a call shows: its values
+    against a reference, what the cell asserts of a result without a reference value (`at_least`,
+    `increasing`), and `same_object` arguments. Values come from the student's process; a hidden
+    one's failure shows pass or fail only."""
 
     kind: Literal["eager"] = "eager"
     function: PythonName
@@ -314,14 +359,7 @@ class EagerCheck(_CheckBase):
     output: int | None = Field(default=None, ge=0, description="compare only this item of the result")
     rtol: float = Field(default=1e-5, ge=0)
     atol: float = Field(default=1e-8, ge=0)
-    same_object: list[list[Annotated[int, Field(ge=0)]]] = Field(default_factory=list, description=(
-        "groups of argument positions passed one object (the first's), as `_w0 = _b0 = jnp.float32(0.0)` "
-        "passes one buffer as w and b; the cases give those positions equal values"))
-    counts: PythonName | None = Field(default=None, description=(
-        "a function of the student's namespace whose calls are counted during each call"))
-    count_argument: int | None = Field(default=None, ge=0, description=(
-        "the argument position whose value the count must equal (num_steps: a Python loop calling step "
-        "num_steps times)"))
+    same_object: list[list[Annotated[int, Field(ge=0)]]] = same_object_field()
     at_least: float | None = Field(default=None, description=(
         "item `output` of every result is a number at least this (the chapter's \"at least 1 iteration\")"))
     increasing: bool = Field(default=False, description=(
@@ -330,16 +368,52 @@ class EagerCheck(_CheckBase):
 
     @model_validator(mode="after")
     def _what_it_judges(self) -> EagerCheck:
-        if not (self.reference or self.counts or self.cases.generator or self.at_least is not None
-                or self.increasing):
-            raise ValueError("needs a reference, counts, at_least, increasing, or a generator giving "
-                             "expected values")
-        if (self.counts is None) != (self.count_argument is None):
-            raise ValueError("counts and count_argument go together")
+        if not (self.reference or self.cases.generator or self.at_least is not None or self.increasing):
+            raise ValueError("needs a reference, at_least, increasing, or a generator giving expected values "
+                             "(the calls a function must make are a `calls` check)")
         if self.hidden and self.cases.generator is None:
             raise ValueError("a hidden check must draw its inputs from a generator")
-        if any(len(group) < 2 or len(set(group)) != len(group) for group in self.same_object):
-            raise ValueError("each same_object group names two or more distinct positions")
+        _distinct_groups(self.same_object)
+        return self
+
+
+class CallsCheck(_CheckBase):
+    """The helpers the text says `function` uses (its `[[exercises.functions]]` entry's `calls`)
+    are called while it runs on these cases: called eagerly in the kernel, JAX's caches cleared
+    before each call so that a jitted function traces (and calls its helpers) again. "A Python
+    loop calling step num_steps times" is a count equal to an argument; "by calling masked_mean"
+    is at least one call per call."""
+
+    kind: Literal["calls"] = "calls"
+    function: PythonName
+    cases: Cases
+    same_object: list[list[Annotated[int, Field(ge=0)]]] = same_object_field()
+
+    @model_validator(mode="after")
+    def _visible_calls(self) -> CallsCheck:
+        if self.hidden and self.cases.generator is None:
+            raise ValueError("a hidden check must draw its inputs from a generator")
+        _distinct_groups(self.same_object)
+        return self
+
+
+class PureCheck(_CheckBase):
+    """`function` changes nothing outside itself while it runs on these cases, traced or eager
+    (its `[[exercises.functions]]` entry says `pure = true`): no global of the notebook bound,
+    rebound or mutated (a list appended to, a dict, an array or an object changed), no argument
+    mutated, no variable of an enclosing function (a closure) changed, NumPy's and Python's global
+    random state untouched. Called eagerly in the kernel with JAX's caches cleared first, so a
+    jitted function traces during the call: what it does at trace time and at call time both
+    show. Printing is not state."""
+
+    kind: Literal["pure"] = "pure"
+    function: PythonName
+    cases: Cases
+
+    @model_validator(mode="after")
+    def _visible_cases(self) -> PureCheck:
+        if self.hidden and self.cases.generator is None:
+            raise ValueError("a hidden check must draw its inputs from a generator")
         return self
 
 
@@ -379,7 +453,7 @@ class AnswerCheck(_CheckBase):
 
 
 CHECK_SPECS = (InterfaceCheck, NumericCheck, StructureCheck, CompileLimitCheck, CustomCheck, AnswerCheck,
-               EagerCheck, FormCheck)
+               EagerCheck, FormCheck, CallsCheck, PureCheck)
 """Every kind of check: the one list (grader/checks/ pairs each with its implementation)."""
 CHECK_KINDS = frozenset(spec.model_fields["kind"].default for spec in CHECK_SPECS)
 
@@ -395,6 +469,9 @@ class ArgumentDomain(_Spec):
     argument: Identifier = Field(description="the argument's name in the exercise's text")
     functions: list[PythonName] = Field(min_length=1, description="the student functions that take it")
     position: int = Field(ge=0, description="its position in their calls")
+    positions: dict[PythonName, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, description=(
+        "where a function takes it at another position than `position` (`decay` is ema_step's third "
+        "argument and ema's second: position = 2, positions = {ema = 1})"))
     low: float = Field(description="the smallest value drawn")
     high: float = Field(description="the largest value drawn (beyond the notebook's, where the text allows)")
     scale: Literal["linear", "log"] = Field(default="linear", description=(
@@ -407,8 +484,15 @@ class ArgumentDomain(_Spec):
     around: list[float] = Field(default_factory=list, description="offsets drawn beside each edge (absolute)")
     why: str = Field(min_length=1, description="why these bounds: what the text says, or what was measured")
 
+    def position_in(self, function: str) -> int:
+        """Its position in `function`'s calls."""
+        return self.positions.get(function, self.position)
+
     @model_validator(mode="after")
     def _bounds(self) -> ArgumentDomain:
+        strays = sorted(set(self.positions) - set(self.functions))
+        if strays:
+            raise ValueError(f"positions names functions not in functions: {', '.join(strays)}")
         if self.low > self.high:
             raise ValueError(f"low {self.low:g} is above high {self.high:g}")
         if self.scale == "log" and self.low <= 0:
@@ -417,6 +501,75 @@ class ArgumentDomain(_Spec):
                                                                       *self.edges, *self.around]):
             raise ValueError("an integer domain takes whole numbers only")
         return self
+
+
+class CallRule(_Spec):
+    """A helper the text says a function uses ("a Python loop calling step", "by calling
+    masked_mean"): a `calls` check counts its calls while the function runs."""
+
+    name: PythonName = Field(description="the helper, as the notebook names it")
+    count_argument: int | None = Field(default=None, ge=0, description=(
+        "the argument position whose value the count must equal (\"calling step num_steps times\"); "
+        "none: at least one call each time the function runs"))
+
+
+class FunctionSpec(_Spec):
+    """How the text prescribes a function, so that it is judged that way and no other: every
+    function a check calls is declared once, in the exercise whose text defines it."""
+
+    name: PythonName
+    judged: Judged = Field(description=(
+        "'traced': the text requires jax.jit or a construct (lax.while_loop, lax.switch...): its values come "
+        "from its exported program, and structure, compile and jitted checks read that program. 'eager': the "
+        "text prescribes plain Python (a Python loop, a Python int): it is called in the kernel as a cell "
+        "calls it, never traced. 'either': the text allows both (\"it may be jitted\", a helper it never asks to "
+        "jit): traced when it traces, else called eagerly, with the same value checks; no check may require "
+        "its program"))
+    why: str = Field(min_length=1, description="the words of the text that decide `judged`")
+    pure: bool = Field(default=False, description=(
+        "the text calls it pure: a `pure` check verifies that it changes no global, argument or closure"))
+    calls: list[CallRule] = Field(default_factory=list, description=(
+        "the helpers the text says it calls: a `calls` check verifies them"))
+
+    @model_validator(mode="after")
+    def _distinct_helpers(self) -> FunctionSpec:
+        names = [rule.name for rule in self.calls]
+        if len(set(names)) != len(names):
+            raise ValueError("each helper once in calls")
+        if self.name in names:
+            raise ValueError("a function cannot be its own helper")
+        return self
+
+
+PROGRAM_CHECKS = ("structure", "compile_limit")
+"""Check kinds that read a function's program (or trace it): only for a function judged 'traced'."""
+
+
+def called_functions(check: Any) -> list[str]:
+    """The student functions a check calls (an interface check's name, a custom check's `call`)."""
+    if check.kind == "interface":
+        return [check.name]
+    found = [getattr(check, "function", None)] if check.kind != "custom" else [check.call]
+    return [name for name in found if name]
+
+
+def _mode_conflicts(check: Any, function: FunctionSpec) -> str | None:
+    """Why a check cannot judge a function of this mode, or None."""
+    if function.judged == "traced":
+        return None
+    needs_program = (check.kind in PROGRAM_CHECKS or (check.kind == "interface" and check.jitted))
+    if needs_program:
+        return (f"judges `{function.name}`'s program, but `{function.name}` is judged {function.judged!r} "
+                "(its text does not require jax.jit): only a 'traced' function has a program to check")
+    returns = getattr(check, "returns", None)
+    if function.judged != "eager" and returns is not None and "python_int" in (returns.kinds or []):
+        return (f"asks `{function.name}` for a Python int, but `{function.name}` is judged {function.judged!r}: "
+                "only a function called as plain Python returns one (a traced program returns arrays)")
+    public = getattr(check, "public", None) or (returns.public if returns is not None else None)
+    if public:
+        return (f"bakes public values into `{function.name}`'s program, but `{function.name}` is judged "
+                f"{function.judged!r}: remove `public`")
+    return None
 
 
 class ExerciseSpec(_Spec):
@@ -430,6 +583,9 @@ class ExerciseSpec(_Spec):
         default_factory=list, description="generated mutants that keep full marks on purpose, each with its reason")
     domains: list[ArgumentDomain] = Field(default_factory=list, description=(
         "per argument, the domain the text implies: generators that take `domains` draw hidden inputs from it"))
+    functions: list[FunctionSpec] = Field(default_factory=list, description=(
+        "the functions this exercise's text defines, each with how it is judged (traced, eager or either), "
+        "whether it is pure and the helpers it must call"))
 
     def requirement(self, requirement_id: str) -> Requirement:
         return next(r for r in self.requirements if r.id == requirement_id)
@@ -456,6 +612,14 @@ class ExerciseSpec(_Spec):
         strays = sorted({f"{d.argument} -> {f}" for d in self.domains for f in d.functions if f not in called})
         if strays:
             raise ValueError(f"domains name functions no check of the exercise calls: {', '.join(strays)}")
+        for domain in self.domains:
+            for check in self.checks:
+                name = next(iter(called_functions(check)), None)
+                rows = getattr(getattr(check, "cases", None), "types", None)
+                if name in domain.functions and rows is not None and domain.position_in(name) >= len(rows):
+                    raise ValueError(f"domain {domain.argument}: position {domain.position_in(name)} is beyond "
+                                     f"`{name}`'s arguments ({check.id} passes {len(rows)}); give positions = "
+                                     f"{{{name} = ...}} where it takes {domain.argument} elsewhere")
         domains = {d.argument: d for d in self.domains}
         for check in self.checks:
             returns = getattr(check, "returns", None)
@@ -480,6 +644,62 @@ class AssignmentSpec(_Spec):
         if len(set(ids)) != len(ids):
             raise ValueError("exercise ids must be unique")
         return self
+
+    @model_validator(mode="after")
+    def _functions_declared(self) -> AssignmentSpec:
+        """Every function is declared once, and judged only as its mode allows."""
+        names = [f.name for e in self.exercises for f in e.functions]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"functions declared twice: {', '.join(twice)} (declare each in the exercise that "
+                             "defines it)")
+        declared = self.functions
+        problems = []
+        judged: dict[str, set[str]] = {}
+        for exercise in self.exercises:
+            for check in exercise.checks:
+                for name in called_functions(check):
+                    judged.setdefault(name, set()).add(check.kind)
+                    function = declared.get(name)
+                    if function is not None and (conflict := _mode_conflicts(check, function)) is not None:
+                        problems.append(f"{exercise.id}.{check.id} {conflict}")
+        for function in declared.values():
+            kinds = judged.get(function.name, set())
+            if function.pure != ("pure" in kinds):
+                problems.append(f"`{function.name}` is declared pure but no `pure` check judges it" if function.pure
+                                else f"a `pure` check judges `{function.name}`, which is not declared pure = true")
+            if bool(function.calls) != ("calls" in kinds):
+                problems.append(f"`{function.name}` declares helpers it calls but no `calls` check judges them"
+                                if function.calls else
+                                f"a `calls` check judges `{function.name}`, which declares no helpers in calls")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def undeclared(self) -> list[str]:
+        """What `grade validate` refuses: each function a check calls that no `[[exercises.functions]]`
+        declares (the spec still loads, judging it 'traced', as specs did before modes were declared)."""
+        declared = self.functions
+        said = []
+        for exercise in self.exercises:
+            for check in exercise.checks:
+                for name in called_functions(check):
+                    if name not in declared and not any(f"`{name}`" in line for line in said):
+                        said.append(f"{exercise.id}.{check.id} calls `{name}`, which no [[exercises.functions]] "
+                                    "declares: say how its text has it judged (judged = \"traced\", \"eager\" or "
+                                    "\"either\", with why)")
+        return said
+
+    @property
+    def functions(self) -> dict[str, FunctionSpec]:
+        """Every declared function, by name."""
+        return {f.name: f for e in self.exercises for f in e.functions}
+
+    def judged(self, function: str) -> Judged:
+        """How `function` is judged (a function no check declares: 'traced', the spec's default
+        before modes were declared; validation requires a declaration for every function a check calls)."""
+        declared = self.functions.get(function)
+        return declared.judged if declared is not None else "traced"
 
     @property
     def max_score(self) -> float:

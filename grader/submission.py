@@ -59,25 +59,50 @@ CLAIM_CHARS = 80
 """Most characters of a notebook's `grader.assignment` quoted in a message (a repr, then cut)."""
 
 SKIP_TAG = "selfcheck"
-SELFCHECK_IMPORT = "from grader.selfcheck import check"
+_SELFCHECK_IMPORT = re.compile(r"from (?:grader\.selfcheck|jax_course_[a-z0-9_]+) import check")
+"""The template's import of the self-check: the assignment's own pack (`from jax_course_ch2_jit import
+check`), or `grader.selfcheck` in the notebooks of the single `jax-course-selfcheck` pack before it."""
 _SELFCHECK_CALL = re.compile(r"""check\(\s*["'](?P<exercise>[\w-]+)["']\s*(?:,\s*["'][\w-]+["']\s*)?\)""")
 """The template's call (`check("tax", "ch2-jit")`), as written or with its assignment left out."""
+_SELFCHECK_GUARD = re.compile(
+    r"^try:\n    " + _SELFCHECK_IMPORT.pattern + r"\nexcept ModuleNotFoundError:\n"
+    r"""    check = lambda \*args: print\((?:'[^'\\\n]*'|"[^"\\\n]*")\)\n""", re.M)
+"""The template's guarded import, whichever pack it names and whatever its sentence says (every
+guard `selfcheck_guard` writes, and the one of older notebooks)."""
 
 
-SELFCHECK_NOT_INSTALLED = (
-    "⚠️ The course's self-check is not installed for this notebook: put the wheel from your handout "
-    "beside the notebook (in Colab, upload it with the Files pane), run "
-    "%pip install jax_course_selfcheck-*.whl in a cell, then run this cell again.")
-SELFCHECK_GUARD = (f"try:\n    {SELFCHECK_IMPORT}\nexcept ModuleNotFoundError:\n"
-                   f"    check = lambda *args: print({SELFCHECK_NOT_INSTALLED!r})\n")
-"""The template's import of the self-check: without the pack installed in the kernel's Python,
-the cell says in one sentence how to install it instead of a traceback."""
+def pack_distribution(assignment: str) -> str:
+    """The student pack of an assignment (`grade pack`): one distribution per assignment, so a
+    course's packs install side by side, `jax-course-ch2-jit`."""
+    return f"jax-course-{assignment}"
+
+
+def pack_package(assignment: str) -> str:
+    """The import package of an assignment's pack, `jax_course_ch2_jit` (also the start of its
+    wheel's file name)."""
+    return "jax_course_" + re.sub(r"[-_.]+", "_", assignment).lower()
+
+
+def selfcheck_not_installed(assignment: str) -> str:
+    """What a self-check cell says when its kernel's Python lacks the assignment's pack."""
+    package = pack_package(assignment)
+    return (f"⚠️ The self-check of {assignment} is not installed in this notebook's Python: put the wheel "
+            f"{package}-*.whl from your handout beside the notebook (in Colab, upload it with the Files "
+            f"pane; no wheel? ask your instructor for the pack of {assignment}), run %pip install "
+            f"{package}-*.whl in a cell, then run this cell again.")
+
+
+def selfcheck_guard(assignment: str) -> str:
+    """The template's import of the assignment's self-check: without its pack installed in the
+    kernel's Python, the cell says in one sentence how to install it instead of a traceback."""
+    return (f"try:\n    from {pack_package(assignment)} import check\nexcept ModuleNotFoundError:\n"
+            f"    check = lambda *args: print({selfcheck_not_installed(assignment)!r})\n")
 
 
 def selfcheck_source(exercise: str, assignment: str) -> str:
     """What the template's self-check cell of an exercise holds (scripts/make_notebooks.py writes
     it): the lines the grader leaves out of a cell tagged `selfcheck`."""
-    return f'{SELFCHECK_GUARD}check("{exercise}", "{assignment}")'
+    return f'{selfcheck_guard(assignment)}check("{exercise}", "{assignment}")'
 
 
 SUFFIXES = {".ipynb": "notebook", ".py": "module"}
@@ -372,13 +397,13 @@ def _own_code(source: str) -> tuple[str, str | None]:
     unindented `check("exercise", "assignment")` calls, each left as an empty line so that line
     numbers stay the cell's), and the note the report gives when something is left."""
     exercises = []
-    if SELFCHECK_GUARD in source:  # the template's guarded import, its lines left empty
-        source = source.replace(SELFCHECK_GUARD, "\n" * SELFCHECK_GUARD.count("\n"), 1)
+    # the template's guarded import, its lines left empty
+    source = _SELFCHECK_GUARD.sub(lambda guard: "\n" * guard[0].count("\n"), source, count=1)
     lines = _lines(source)
     for n, line in enumerate(lines):
         text = line.strip()
         call = _SELFCHECK_CALL.fullmatch(text)
-        if line[:1].isspace() or not (text == SELFCHECK_IMPORT or call):
+        if line[:1].isspace() or not (_SELFCHECK_IMPORT.fullmatch(text) or call):
             continue
         if call:
             exercises.append(call["exercise"])
@@ -456,6 +481,20 @@ def _module_cells(text: str) -> list[SourceCell]:
         if source.strip():
             cells.append(SourceCell(index=n, source=source, first_line=lo))
     return cells
+
+
+def file_statement(submission: Submission, here: bool = False) -> str | None:
+    """The statement that gives a module, run statement by statement, the `__file__` Python gives
+    the script it runs (`python submit.py`): the file's name as the student named it, in the working
+    folder of the process that runs it (the grading kernel's, which holds nothing else: the grader
+    runs the submitted file alone), or (`here`) the file's own path, for the pack's `grade`, which
+    runs in the student's folder. None for a notebook: Jupyter gives a notebook no `__file__`."""
+    if submission.kind != "module":
+        return None
+    if here:
+        return f"__file__ = {str(Path(submission.path).resolve())!r}"
+    name = Path(submission.path).name
+    return f"__file__ = __import__('os').path.join(__import__('os').getcwd(), {name!r})"
 
 
 # ---------------------------------------------------------------------------- reading

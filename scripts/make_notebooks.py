@@ -2,7 +2,8 @@
 
 For every assignment folder with a `notebook.toml` (texts: intro, setup cell, one markdown text
 per exercise), the template is: intro, setup, then per exercise its text, an empty answer cell
-and a self-check cell (tagged `selfcheck`: `grade` leaves its lines out and grades anything else a
+and a self-check cell (tagged `selfcheck`: it imports the assignment's own pack, `from
+jax_course_<id> import check`, guarded; `grade` leaves its lines out and grades anything else a
 student writes there, with a note); the solution notebook is the same
 with the answer cells filled from solutions/<id>.py's `# %% [exercise]` sections. Run
 `python scripts/make_notebooks.py` after editing either; tests fail when committed notebooks are

@@ -11,7 +11,7 @@ import pytest
 
 from grader import GradeOptions, Report, grade_one
 from grader.selfcheck import check
-from grader.submission import SELFCHECK_GUARD
+from grader.submission import selfcheck_source
 
 EXERCISES = ("tax", "newton", "detective", "training")
 
@@ -68,7 +68,7 @@ def test_selfcheck_passes_on_the_reference_namespace(reference_namespace: dict, 
 
 
 @pytest.mark.parametrize(("exercise", "visible", "points"), [("newton", 17, 25), ("detective", 0, 20),
-                                                             ("training", 15, 30)])
+                                                             ("training", 17, 30)])
 def test_selfcheck_of_the_other_exercises(reference_namespace: dict, capsys, exercise: str, visible: int,
                                           points: int) -> None:
     check(exercise, "ch2-jit", namespace=reference_namespace, seed=2)
@@ -104,8 +104,8 @@ def test_the_detective_s_selfcheck_reveals_nothing_per_item(reference_namespace:
 
 
 def test_selfcheck_unknown_exercise(capsys) -> None:
-    with pytest.raises(ValueError, match="has no exercise 'taxes'"):
-        check("taxes", "ch2-jit", namespace={})
+    check("taxes", "ch2-jit", namespace={})  # one sentence in the notebook, never a traceback
+    assert capsys.readouterr().out.startswith("⚠️ ch2-jit has no exercise 'taxes' (it has tax, ")
 
 
 # ----------------------------------------------------------------------------- generated notebooks
@@ -137,8 +137,8 @@ def test_template_has_a_selfcheck_cell_per_exercise(repo_root: Path) -> None:
 
     nb = nbformat.read(repo_root / "student_template" / "ch2-jit.ipynb", as_version=4)
     selfchecks = [c.source for c in nb.cells if "selfcheck" in c.metadata.get("tags", [])]
-    assert selfchecks == [f'{SELFCHECK_GUARD}check("{e}", "ch2-jit")' for e in EXERCISES]
-    guarded = "try:\n    from grader.selfcheck import check\nexcept ModuleNotFoundError:"
+    assert selfchecks == [selfcheck_source(e, "ch2-jit") for e in EXERCISES]
+    guarded = "try:\n    from jax_course_ch2_jit import check\nexcept ModuleNotFoundError:"  # its own pack
     assert all(s.startswith(guarded) for s in selfchecks)
     assert nb.metadata["grader"]["assignment"] == "ch2-jit"
 

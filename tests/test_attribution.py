@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from warm_grading import grade_warm
 
@@ -60,3 +62,116 @@ def test_an_import_the_kernel_lacks_is_one_sentence_under_its_exercise(submissio
     number = int(line.split("because line ")[1].split()[0])
     assert lines_of_module[number - 1] == "import matplotlib.pyplot as plt"  # the line, in the student's file
     assert "note:" not in text  # told once, under its exercise
+
+
+# ----------------------------------------------------------------------------- the cause first
+
+
+def test_names_bound_in_blocks_and_by_a_cell_that_does_not_parse() -> None:
+    assert defined_names("try:\n    import jax.numpy as jnp\nexcept ImportError:\n    jnp = None\n"
+                         "if True:\n    from jax import lax, numpy as np2\nobj.attr = 1\n") == {"jnp", "lax", "np2"}
+    assert defined_names("import jax\nimport jax.numpy as jnp\nfrom jax import lax\nx = (1,\n") == {
+        "jax", "jnp", "lax", "x"}  # a syntax error runs none of the cell
+
+
+MISSING_PACKAGE = "from functools import partial\nimport jax\nimport jaxx\nimport jax.numpy as jnp\n" \
+                  "import numpy as np\nfrom jax import lax\n"
+
+
+@pytest.mark.kernel
+def test_a_failed_import_is_the_cause_each_check_leads_with(reference_sections, tmp_path) -> None:
+    """Cell 1 fails at `import jaxx`, so `jnp`, `np` and `lax` are never bound: newton_sqrt's checks
+    raise NameError for `jnp`, and the tax cell itself fails on `np`. Every check leads with cell 1's
+    error, and no message repeats the NameError."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["grader"] = {"assignment": "ch2-jit"}
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in
+                (MISSING_PACKAGE, reference_sections["tax"], reference_sections["newton"])]
+    path = tmp_path / "submit.ipynb"
+    nbformat.write(nb, path)
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3, exercises=("tax", "newton")))
+    first = "cell 1, line 3 raised ModuleNotFoundError: No module named 'jaxx'"
+    checks = {c.id: c for e in report.exercises for c in e.checks}
+    for check in checks.values():
+        assert check.reason == "not_answered" and check.status == "failed", (check.id, check.message)
+        assert "is not defined" in check.message and "name '" not in check.message, check.message
+    newton = [c for c in checks.values() if c.id.startswith("newton.")]
+    for check in newton:  # one root cause, one message, the same in every check
+        assert check.message.startswith(first) and check.message.endswith(
+            ", so `jnp` is not defined: fix that cell first"), check.message
+        assert check.not_answered.used and check.not_answered.name == "jnp"
+    assert checks["tax.switch_visible"].message.startswith(
+        f"Not answered yet: `tax_switch` is not defined, because {first}")
+    assert checks["tax.switch_visible"].message.endswith(", so `np` is not defined in cell 2")
+    assert {p.cell: p.exercise for p in report.cell_problems} == {0: "tax", 1: "tax"}
+    text = summary(report)
+    assert f"not answered yet: {first}" in text and "so `jnp` is not defined: fix that cell first" in text
+    assert "note:" not in text and "NameError" not in text
+
+
+def test_a_name_error_for_a_name_no_failed_cell_binds_stays_the_student_s_own() -> None:
+    cells = [SourceCell(index=0, source="import jaxx\nimport jax.numpy as jnp\nx37 = 1\n", number=1)]
+    problem = CellProblem(cell=0, where="cell 1", status="error", ename="ModuleNotFoundError", line=1,
+                          message="cell 1, line 1 raised ModuleNotFoundError: No module named 'jaxx'")
+    typo = CheckResult(id="e.a", title="a", status="error", score=0, max_score=1, hidden=False,
+                       message="`f` could not be traced by jax.jit: NameError: name 'jnpp' is not defined",
+                       undefined="jnpp")
+    caused = typo.model_copy(update={"id": "e.b", "undefined": "jnp"})
+    pointer = CheckResult(id="e.c", title="c", status="error", score=0, max_score=1, hidden=False,
+                          message="same tracing error as “b”", reason="same_cause", same_as="e.b")
+    hidden = [typo.model_copy(update={"id": f"e.{k}", "reveal": "pass_fail", "hidden": True, "undefined": name})
+              for k, name in (("d", "jnp"), ("e", "x37"))]  # x37: a name code run on a hidden value built
+    out, problems = attribute([ExerciseResult(id="e", title="E", score=0, max_score=5,
+                                              checks=[typo, caused, pointer, *hidden])], cells, [problem])
+    kept, told, pointed, hidden_told, hidden_kept = out[0].checks
+    assert hidden_told.message == told.message and hidden_kept == hidden[1]  # a name no visible check raised
+    assert kept == typo  # a typo of the student's: its own tracing error
+    assert told.message == ("cell 1, line 1 raised ModuleNotFoundError: No module named 'jaxx' (the grading kernel "
+                            f"has {told.message.split('(the grading kernel has ')[1].split(')')[0]}), so `jnp` is "
+                            "not defined: fix that cell first")
+    assert pointed.not_answered == told.not_answered and pointed.same_as is None and pointed.message == told.message
+    assert problems[0].exercise == "e"
+
+
+@pytest.mark.kernel
+def test_a_module_has_its_file_and_a_file_beside_it_is_not_handed_in(reference_source, tmp_path) -> None:
+    """`submit.py` run statement by statement has the `__file__` Python gives it: its own name, in a
+    folder that exists; a file it reads beside itself is missing, as the student would see it, and the
+    message names it without the grader's temporary folder."""
+    reads = ("from pathlib import Path\n"
+             "RATES = (Path(__file__).parent / 'rates.txt').read_text()\n")
+    where = "import os\nraise RuntimeError(os.path.basename(__file__), os.path.isdir(os.path.dirname(__file__)))\n"
+    path = tmp_path / "my_tax.py"
+    path.write_text(reference_source.replace("# %% [tax]\n", f"# %% [tax]\n{reads}", 1)
+                    + f"\n# %% [where]\n{where}", encoding="utf-8")
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3, exercises=("tax",)))
+    reading, naming = report.cell_problems
+    assert reading.ename == "FileNotFoundError", reading.message
+    assert reading.message.endswith("No such file or directory: 'rates.txt'; the grader runs the submitted file "
+                                    "alone (files beside it are not handed in)"), reading.message
+    assert naming.message.endswith("raised RuntimeError: ('my_tax.py', True)"), naming.message
+    told = summary(report).split("\n", 1)[1]  # what it says below the file's own path
+    assert "because line 15 raised FileNotFoundError" in told and "grade-" not in told and "/tmp" not in told
+
+
+def test_the_pack_s_grade_gives_a_module_its_own_file(reference_sections, tmp_path) -> None:
+    """The pack's `grade` runs a module in its own folder, where the files beside it are: its
+    `__file__` is the file's own path, so what it reads beside itself is read, as `python` would."""
+    import subprocess
+    import sys
+
+    (tmp_path / "rates.txt").write_text("0 0.1 0.2 0.3\n", encoding="utf-8")
+    path = tmp_path / "my_tax.py"
+    path.write_text(f"# %% [setup]\n{reference_sections['setup']}\n# %% [tax]\nfrom pathlib import Path\n"
+                    "RATES = (Path(__file__).parent / 'rates.txt').read_text()\n"
+                    f"{reference_sections['tax']}\n# %% [where]\nraise RuntimeError(__file__)\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "grader.selfgrade", path.name, "-a", "ch2-jit", "--json", "out.json"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "out.json").read_text())
+    (where,) = report["cell_problems"]  # the tax cell read rates.txt
+    assert where["message"].endswith(f"raised RuntimeError: {path.resolve()}"), where["message"]
+    tax = [c for e in report["exercises"] if e["id"] == "tax" for c in e["checks"] if c["reason"] != "on_hand_in"]
+    assert tax and all(c["status"] == "passed" for c in tax), tax

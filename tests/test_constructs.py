@@ -17,7 +17,7 @@ import pytest
 from jax import lax
 
 from grader import assignment
-from grader.checks.structure import construct_problem
+from grader.checks.structure import construct_problem, follows_the_size
 from grader.course.mutation.families import derive_mutants
 from grader.course.mutation.interface import FunctionUse, Interface, StructureNeed
 from grader.course.mutation.introspect import ReferenceFacts
@@ -266,8 +266,8 @@ def test_a_construct_that_does_no_work_fails_with_its_own_sentence() -> None:
 
 
 def spec(**options) -> StructureCheck:
-    return StructureCheck(id="s", title="s", points=1, message="m", function="f",
-                          cases={"rows": [[1.0]], "types": ["py"]}, **options)
+    options.setdefault("cases", {"rows": [[1.0]], "types": ["py"]})
+    return StructureCheck(id="s", title="s", points=1, message="m", function="f", **options)
 
 
 def loops(*kinds: tuple[str, bool]) -> Constructs:
@@ -415,7 +415,7 @@ def test_constant_size_fails_a_loop_that_grows_with_the_input() -> None:
 
     loaded = assignment.load("ch2-jit")
     check = make_check(loaded, Context(assignment=loaded, seed=1), "tax.vectorized_handles_arrays")
-    right = [np.asarray(reference_values(check, loaded.references.tax)[k], np.float32) for k in range(2)]
+    right = [np.asarray(value, np.float32) for value in reference_values(check, loaded.references.tax)]
     tax = lambda args: np.asarray(loaded.references.tax(*args), np.float32)  # noqa: E731
 
     def judged(bounds: list[int]):
@@ -426,6 +426,124 @@ def test_constant_size_fails_a_loop_that_grows_with_the_input() -> None:
                                                                    bound=bound)])
         return check.judge(seen)
 
-    assert judged([2, 2]).status == "passed"  # searchsorted's binary search: the same for any size
-    verdict = judged([3, 12])
-    assert verdict.status == "failed" and "loops more times for larger arrays" in verdict.message
+    assert judged([2, 2, 2]).status == "passed"  # searchsorted's binary search: the same for any size
+    assert judged([2, 3, 3]).status == "passed"  # a search one step longer for more elements: not growth
+    verdict = judged([3, 12, 48])
+    assert verdict.status == "failed" and "loops once per element: 3, 12 and 48 steps for 3, 12 and 48 elements" \
+        in verdict.message
+
+
+def test_growth_is_a_quantity_that_follows_the_size() -> None:
+    """Strictly rising from each size to the next, and by at least one per extra element."""
+    assert follows_the_size({3: 40, 12: 160, 48: 640})  # a Python loop unrolled: ~13 operations per element
+    assert follows_the_size({3: 3, 12: 12, 48: 48})  # a fori_loop over the elements: one step per element
+    assert not follows_the_size({3: 138, 12: 139, 48: 139})  # jnp.digitize + jnp.choose: a lowering detail
+    assert not follows_the_size({3: 110, 12: 110, 48: 110})
+    assert not follows_the_size({3: 2, 12: 4, 48: 6})  # a search that deepens with log(size): not per element
+    assert not follows_the_size({3: 40, 12: 160, 48: 100})  # not rising at every size
+
+
+def test_a_vectorized_digitize_and_choose_tax_does_not_grow() -> None:
+    """The issue's program: 138 operations for 3 incomes, 139 for 12, 48 and 1000, and its only loop
+    (the search's) as long for every size."""
+    edges = jnp.array([0.0, 10000.0, 40000.0, 100000.0])
+
+    def digitize_tax(income):
+        k = jnp.digitize(income, edges[1:])
+        return jnp.choose(k, [jnp.array([0.0, 0.0, 3000.0, 15000.0])[j] + (income - edges[j]) * (0.1 * j)
+                              for j in range(4)], mode="clip")
+
+    sizes = (3, 12, 48)
+    modules = [jax.export.export(jax.jit(digitize_tax))(jax.ShapeDtypeStruct((n,), jnp.float32)) for n in sizes]
+    facts = [runtime.inspect_module(jax.export.deserialize(bytearray(m.serialize()))) for m in modules]
+    operations = {n: f["op_count"] for n, f in zip(sizes, facts)}
+    steps = {n: sum(loop["bound"] or 0 for loop in f["constructs"]["loops"]) for n, f in zip(sizes, facts)}
+    assert len(set(operations.values())) > 1  # it does differ: two sizes alone would call this growth
+    assert not follows_the_size(operations) and not follows_the_size(steps)
+
+
+DIGITIZE_TAX = """
+# %% [tax, vectorized another way]
+@jax.jit
+def tax_vectorized(income):
+    k = jnp.digitize(income, brackets[1:])  # the bracket of each income, 0..3, for the whole array at once
+    return jnp.choose(k, [base_tax[j] + (income - brackets[j]) * rates[j] for j in range(4)], mode="clip")
+"""
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("variant", ["digitize_and_choose", "loop_over_elements", "fori_over_elements"])
+def test_growth_is_judged_on_graded_programs(variant, tmp_path) -> None:
+    """A tax vectorized with jnp.digitize + jnp.choose, whose program is one operation longer for 12
+    incomes than for 3, keeps every point of `tax`; a Python loop over the elements (the derived
+    mutant) and a fori_loop over them (the hand-written one) still lose `vectorized_handles_arrays`."""
+    from warm_grading import grade_warm
+
+    from grader import GradeOptions
+    from grader.course.validate import derived_mutants
+
+    solution = (REPO / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
+    if variant == "digitize_and_choose":
+        source = solution + DIGITIZE_TAX
+    elif variant == "loop_over_elements":
+        made = derived_mutants(assignment.load("ch2-jit"), REPO / "solutions" / "ch2-jit.py", {"construct_removed"})
+        mutant = next(m for m in made if m.name == "tax_vectorized.loop_over_elements")
+        assert mutant.expected == ["tax.vectorized_handles_arrays"]
+        source = mutant.submission
+    else:
+        mutants = REPO / "assignments" / "ch2-jit" / "mutants"
+        source = solution + "\n\n# %%\n" + (mutants / "tax_vectorized_fori_over_elements.py").read_text(encoding="utf-8")
+    path = tmp_path / f"{variant}.py"
+    path.write_text(source, encoding="utf-8")
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=3, exercises=("tax",)))
+    lost = {c.id: c.message for e in report.exercises for c in e.checks if c.status != "passed"}
+    if variant == "digitize_and_choose":
+        assert lost == {} and report.score == 25
+    else:
+        assert list(lost) == ["tax.vectorized_handles_arrays"]
+        grown = "grows with the input" if variant == "loop_over_elements" else "loops once per element"
+        assert grown in lost["tax.vectorized_handles_arrays"] and "for 3, 12 and 48 elements" in \
+            lost["tax.vectorized_handles_arrays"]
+
+
+def test_constant_size_needs_three_input_sizes() -> None:
+    base = {"id": "whole", "title": "whole arrays", "points": 1, "message": "no loop", "function": "f",
+            "constant_size": True, "cases": {"types": ["float32"], "rows": [[[1.0, 2.0, 3.0]], [[1.0] * 12]]}}
+    with pytest.raises(ValueError, match="at least 3 distinct input sizes.*these give 2 \\(3, 12\\)"):
+        StructureCheck(**base)
+    with pytest.raises(ValueError, match="these give 2"):  # a repeated size is not a third
+        StructureCheck(**{**base, "cases": {"types": ["float32"], "rows": [[[1.0] * 3], [[2.0] * 3], [[1.0] * 12]]}})
+    assert StructureCheck(**{**base, "cases": {"types": ["float32"], "rows": [[[1.0] * 3], [[1.0] * 12],
+                                                                             [[1.0] * 48]]}}).constant_size
+
+
+# ----------------------------------------------------------------------------- a scan over the input's elements
+
+
+def ema_scan(xs, decay):
+    def body(avg, x):
+        avg = decay * avg + (1 - decay) * x
+        return avg, avg
+
+    return lax.scan(body, xs[0], xs)[1]
+
+
+def ema_fixed_steps(xs, decay):  # a loop of 64 steps whatever the length, masked past its end
+    def body(i, out):
+        avg = jnp.where(i == 0, xs[0], decay * out[jnp.maximum(i - 1, 0)] + (1 - decay) * xs[jnp.minimum(i, xs.shape[0] - 1)])
+        return out.at[jnp.minimum(i, xs.shape[0] - 1)].set(jnp.where(i < xs.shape[0], avg, out[xs.shape[0] - 1]))
+
+    return lax.fori_loop(0, 64, body, jnp.zeros_like(xs))
+
+
+def test_a_scan_over_the_input_runs_once_per_element_and_look_alikes_say_why_not() -> None:
+    over = spec(contains=["while"], loop="over_input",
+                cases={"rows": [[[1.0, 2.0, 3.0], 0.5], [[1.0, 2.0, 3.0, 4.0, 5.0], 0.5]], "types": ["float32", "py"]})
+    for n in (3, 5):
+        xs = jnp.arange(float(n))
+        assert construct_problem(over, analysed(ema_scan, xs, 0.5), {n}) is None
+        fixed = construct_problem(over, analysed(ema_fixed_steps, xs, 0.5), {n})
+        assert fixed == f"has a loop of 64 steps for an input of {n} elements: lax.scan over the input runs once per element"
+        assert "has no loop" in construct_problem(over, analysed(lambda x, d: jnp.cumsum(x) * d, xs, 0.5), {n})
+    with pytest.raises(ValueError, match="two or more lengths"):
+        spec(contains=["while"], loop="over_input", cases={"rows": [[[1.0, 2.0], 0.5]], "types": ["float32", "py"]})

@@ -1,8 +1,10 @@
-"""The student pack (`grade pack`): a wheel of the self-check without the answer key, installed
-into a fresh venv that cannot see this repository, where it judges a notebook's visible checks."""
+"""The student packs (`grade pack`): one wheel per assignment, the self-check without the answer
+key, installed side by side into a fresh venv that cannot see this repository, where each judges
+its notebooks' visible checks and the shared `grade` runs the notebook's pack."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -18,13 +21,30 @@ import pytest
 
 from grader import assignment as assignments
 from grader.cases import materialize
-from grader.course.pack import build_pack
+from grader.course.pack import build_pack, rewrite_imports
+from grader.submission import read_submission, selfcheck_not_installed
 
 
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pack")
     build_pack("ch2-jit", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def practice_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course's other assignment's pack, to install beside ch2-jit's."""
+    out = tmp_path_factory.mktemp("practice")
+    build_pack("ch2-practice", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def scan_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The third assignment's pack (written from the docs alone), to install beside the other two."""
+    out = tmp_path_factory.mktemp("scan")
+    build_pack("ch2-scan", out)
     return out
 
 
@@ -46,7 +66,7 @@ def _pip_install(venv: Path, env: dict[str, str], *what: str) -> None:
 
 
 def _files(pack: Path) -> dict[str, str]:
-    (wheel,) = pack.glob("jax_course_selfcheck-*-py3-none-any.whl")
+    (wheel,) = pack.glob("jax_course_*-*-py3-none-any.whl")
     with zipfile.ZipFile(wheel) as archive:
         return {n: archive.read(n).decode("utf-8", "replace") for n in archive.namelist()}
 
@@ -55,10 +75,19 @@ def test_the_pack_holds_the_public_part_only(pack: Path, repo_root: Path) -> Non
     files = _files(pack)
     assert sorted(p.name for p in pack.iterdir()) == ["STUDENTS.md", "ch2-jit.ipynb",
                                                        next(p.name for p in pack.glob("*.whl"))]
-    folder = "grader/_assignments/ch2-jit/"
+    assert (pack / "STUDENTS.md").read_text().count("jax_course_ch2_jit-0.1.0+") >= 5  # the install lines
+    folder = "jax_course_ch2_jit/_assignments/ch2-jit/"
     packed = ("assignment.json", "expected.json", "references.py", "checks.py")
     assert {folder + f for f in packed} <= set(files)
-    assert not any(n.startswith(("assignments/", "solutions/")) for n in files)
+    # everything under the pack's own package: no `grader/` to shadow the instructor's, or another pack's
+    info = next(n for n in files if ".dist-info/" in n).split("/")[0]
+    assert {n.split("/")[0] for n in files} == {"jax_course_ch2_jit", info}
+    for name, text in files.items():
+        if name.endswith(".py"):  # every import of the grader renamed (the inside/ folders import none)
+            imports = [n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+            named = [getattr(n, "module", None) or "" for n in imports]
+            named += [a.name for n in imports for a in n.names]
+            assert not [m for m in named if m == "grader" or m.startswith("grader.")], name
     # no reference code, no generator, no custom-check code (the detective's truth is measured there)
     everything = "\n".join(files.values())
     assert "EDGES" not in everything and "def tax_scalars" not in everything
@@ -74,13 +103,13 @@ def test_the_pack_holds_the_public_part_only(pack: Path, repo_root: Path) -> Non
                 assert check["reveal"] == "on_hand_in", check["id"]
             assert "generator" not in (check.get("cases") or {}) or check["reveal"] == "on_hand_in"
     metadata = files[next(n for n in files if n.endswith("dist-info/METADATA"))]
-    assert "Name: jax-course-selfcheck" in metadata and "Requires-Dist: jax>=0.6.2" in metadata
+    assert "Name: jax-course-ch2-jit\n" in metadata and "Requires-Dist: jax>=0.6.2" in metadata
     assert "jax==" not in metadata  # the student's JAX stays
 
 
 def test_no_expected_value_of_a_hidden_input_is_in_the_pack(pack: Path) -> None:
     loaded = assignments.load("ch2-jit")
-    table = json.loads(_files(pack)["grader/_assignments/ch2-jit/expected.json"])
+    table = json.loads(_files(pack)["jax_course_ch2_jit/_assignments/ch2-jit/expected.json"])
     numbers: set[float] = set()
 
     def collect(node: object) -> None:
@@ -109,21 +138,36 @@ def test_no_expected_value_of_a_hidden_input_is_in_the_pack(pack: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_the_pack_in_a_fresh_venv_self_checks_a_module_and_the_notebook_s_own_cells(
-        pack: Path, repo_root: Path, tmp_path: Path) -> None:
+def test_the_packs_in_a_fresh_venv_self_check_modules_and_the_notebooks_own_cells_side_by_side(
+        pack: Path, practice_pack: Path, repo_root: Path, tmp_path: Path) -> None:
     """One venv for every way a student runs the self-check (an install costs 40-50 s): the
-    template's cells before the wheel is installed, then the self-check of a module, the
-    notebook's own cells in a Jupyter kernel, and the pack's `grade`."""
+    template's cells before the wheel is installed; then ch2-jit's pack and ch2-practice's beside
+    it, and with both: the self-check of a module, the notebooks' own cells in a Jupyter kernel,
+    and `grade` on each assignment's notebooks; a notebook whose pack is missing; and one pack
+    uninstalled, the other's `python -m`."""
     venv, env = _fresh_venv(tmp_path)
     _pip_install(venv, env, "ipykernel")
     _without_the_wheel_each_self_check_cell_says_how_to_install_it(venv, repo_root, tmp_path)
     (wheel,) = pack.glob("*.whl")
     _pip_install(venv, env, str(wheel))
+    (practice,) = practice_pack.glob("*.whl")
+    _pip_install(venv, env, str(practice))  # a second pack: installed beside the first, which keeps working
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"], capture_output=True,
+                            text=True, env=env, check=True).stdout
+    assert f"jax-course-ch2-jit {wheel.name.split('-')[1]}" in " ".join(listed.split())
+    assert f"jax-course-ch2-practice {practice.name.split('-')[1]}" in " ".join(listed.split())
     _self_checks_a_module(venv, env, repo_root, tmp_path)
     in_cells = _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv, repo_root, tmp_path)
     graded = _grade_gives_the_reference_every_visible_check(venv, env, repo_root, tmp_path)
     assert in_cells == [f"{e['score']:g} / {e['max_score']:g}" for e in graded["exercises"]]  # same checks
+    practice_in_cells = _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(
+        venv, repo_root, tmp_path, "ch2-practice")
+    practice_graded = _grade_gives_the_reference_every_visible_check(venv, env, repo_root, tmp_path,
+                                                                     "ch2-practice")
+    assert practice_in_cells == [f"{e['score']:g} / {e['max_score']:g}" for e in practice_graded["exercises"]]
     _grade_fails_a_wrong_notebook_where_the_instructor_s_grade_does(venv, env, repo_root, tmp_path)
+    _a_notebook_whose_pack_is_missing_gets_one_sentence(venv, env, tmp_path)
+    _uninstalled_one_pack_leaves_the_other_s_python_m(venv, env, tmp_path)
 
 
 def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_path: Path) -> None:
@@ -133,16 +177,16 @@ def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_
     script.write_text(
         "import runpy, sys\n"
         "sys.modules.update(dict.fromkeys(('IPython', 'ipykernel', 'jupyter_client', 'zmq', 'tornado')))\n"
-        "import grader\n"
-        "assert 'site-packages' in grader.__file__, grader.__file__\n"
-        "from grader.selfcheck import check\n"
+        "import jax_course_ch2_jit\n"
+        "assert 'site-packages' in jax_course_ch2_jit.__file__, jax_course_ch2_jit.__file__\n"
+        "from jax_course_ch2_jit import check\n"
         "ns = runpy.run_path(sys.argv[1])\n"
         "if len(sys.argv) > 2:\n"
         "    exec(sys.argv[2], ns)\n"
         "for exercise in ('tax', 'newton', 'detective', 'training'):\n"
         "    check(exercise, 'ch2-jit', namespace=ns, seed=1)\n"
         "import json, os\n"
-        "packed = {m for m in sys.modules if m == 'grader' or m.startswith('grader.')}\n"
+        "packed = {m for m in sys.modules if m.split('.')[0] in ('grader', 'jax_course_ch2_jit')}\n"
         "open(os.environ['LOADED'], 'w').write(json.dumps(sorted(packed)))\n")
     reference = str(repo_root / "solutions" / "ch2-jit.py")
 
@@ -154,17 +198,22 @@ def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_
 
     right = selfcheck()
     # the self-check loads only what the pack holds: the judging core, the checks, the models, the
-    # wings' inside/ (no kernel client, sandbox, batch or class tool is in it, or needed)
+    # wings' inside/ (no kernel client, sandbox, batch or class tool is in it, or needed), and
+    # nothing of a `grader` package (there is none in this venv: nothing looks one up by name)
     loaded = json.loads((tmp_path / "loaded.json").read_text())
-    assert "grader.judging.verdicts" in loaded and "grader.verifier.protocol" in loaded
-    assert not [m for m in loaded if m.startswith((
-        "grader.sandbox", "grader.batch", "grader.kernel.client", "grader.kernel.session",
-        "grader.verifier.client", "grader.pipeline", "grader.outputs", "grader.course"))], loaded
+    assert {"jax_course_ch2_jit.judging.verdicts", "jax_course_ch2_jit.verifier.protocol"} <= set(loaded)
+    assert not [m for m in loaded if m.split(".")[0] == "grader"], loaded
+    assert not [m for m in loaded if m.startswith(tuple(f"jax_course_ch2_jit.{m}" for m in (
+        "sandbox", "batch", "kernel.client", "kernel.session", "verifier.client", "pipeline", "outputs",
+        "course")))], loaded
     assert "✗" not in right and "!" not in right.replace("⏳", ""), right
     assert right.count("⏳") == 4 and "8 checked when you hand in (20 pts)" in right  # the detective
     wrong = selfcheck("tax_vectorized = jax.jit(lambda income: income * 0.1)")
     assert "✗ " in wrong and "expected 0.0" in wrong
     assert "✗ newton" not in wrong and "! newton" not in wrong  # only the broken function's checks fail
+
+
+PRACTICE = ("sum_first", "conditional_double", "bucketing", "update_weights", "quiz")
 
 
 def _execute_in_the_student_s_kernel(notebook: object, venv: Path, tmp_path: Path) -> None:
@@ -201,29 +250,28 @@ def _without_the_wheel_each_self_check_cell_says_how_to_install_it(venv: Path, r
     self-check cells print the one sentence that says how to install it, never a traceback."""
     import nbformat
 
-    from grader.submission import SELFCHECK_NOT_INSTALLED
-
     template = nbformat.read(repo_root / "student_template" / "ch2-jit.ipynb", as_version=4)
     template.cells = [c for c in template.cells if "selfcheck" in c.metadata.get("tags", [])]
     _execute_in_the_student_s_kernel(template, venv, tmp_path)
     assert len(template.cells) == 4
     for cell in template.cells:
         assert [o.output_type for o in cell.outputs] == ["stream"], cell.outputs
-        assert "".join(o.text for o in cell.outputs) == SELFCHECK_NOT_INSTALLED + "\n"
-    assert "%pip install jax_course_selfcheck-" in SELFCHECK_NOT_INSTALLED
+        assert "".join(o.text for o in cell.outputs) == selfcheck_not_installed("ch2-jit") + "\n"
+    assert "%pip install jax_course_ch2_jit-*.whl" in selfcheck_not_installed("ch2-jit")
 
 
-def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_root: Path,
-                                                              tmp_path: Path) -> list[str]:
+def _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv: Path, repo_root: Path, tmp_path: Path,
+                                                              assignment: str = "ch2-jit") -> list[str]:
     """The notebook's own self-check cells, in an ipykernel on the student's venv (with the pack,
     not this repository), executing the notebook top to bottom: each exercise's score."""
     import nbformat
 
-    notebook = nbformat.read(repo_root / "solutions" / "ch2-jit.ipynb", as_version=4)
+    notebook = nbformat.read(repo_root / "solutions" / f"{assignment}.ipynb", as_version=4)
     _execute_in_the_student_s_kernel(notebook, venv, tmp_path)
     shown = ["".join(o.get("text", "") for o in c.outputs) for c in notebook.cells
              if "selfcheck" in c.metadata.get("tags", [])]
-    assert len(shown) == 4 and all(s.startswith("⏳ ") and "✗" not in s for s in shown), shown
+    exercises = len(PRACTICE) if assignment == "ch2-practice" else 4
+    assert len(shown) == exercises and all(s.startswith("⏳ ") and "✗" not in s for s in shown), shown
     return [s.splitlines()[0].rsplit(": ", 1)[-1] for s in shown]
 
 
@@ -261,26 +309,65 @@ def _pack_grade(venv: Path, env: dict[str, str], cwd: Path, *args: str) -> subpr
 
 
 def _grade_gives_the_reference_every_visible_check(venv: Path, env: dict[str, str], repo_root: Path,
-                                                   tmp_path: Path) -> dict:
+                                                   tmp_path: Path, assignment: str = "ch2-jit") -> dict:
+    """`grade` (the script of whichever pack pip installed last) on the assignment's reference
+    notebook, under a name that does not tell the assignment: its pack checks it."""
     work = tmp_path / "grade"
-    work.mkdir()
-    shutil.copy(repo_root / "solutions" / "ch2-jit.ipynb", work / "submit.ipynb")
-    done = _pack_grade(venv, env, work, "submit.ipynb", "--html", "page.html")
+    work.mkdir(exist_ok=True)
+    shutil.copy(repo_root / "solutions" / f"{assignment}.ipynb", work / f"submit-{assignment}.ipynb")
+    done = _pack_grade(venv, env, work, f"submit-{assignment}.ipynb", "--html", f"{assignment}.html")
     assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
-    report = json.loads((work / "submit.report.json").read_text())
+    report = json.loads((work / f"submit-{assignment}.report.json").read_text())
     visible = _visible(report)
-    assert len(visible) >= 20 and set(visible.values()) == {"passed"}, visible
-    assert report["isolation"]["backend"] == "none"
-    assert "jax-course-selfcheck" in report["environment"]["grader"]
+    assert len(visible) >= 10 and set(visible.values()) == {"passed"}, visible
+    assert report["assignment"] == assignment and report["isolation"]["backend"] == "none"
+    assert report["environment"]["grader"].startswith(f"jax-course-{assignment} 0.1.0+")
     later = [c for e in report["exercises"] for c in e["checks"] if c.get("reason") == "on_hand_in"]
     assert later and all(c["status"] == "skipped" for c in later)
     assert "checked when you hand in" in done.stdout and "Total" in done.stdout
-    assert (work / "page.html").read_text().count("<section") >= 4
-    # `python -m grader` is the same command, and without a notebook says how to use it in a sentence
-    main = subprocess.run([str(venv / "bin" / "python"), "-m", "grader"], capture_output=True, text=True,
+    assert (work / f"{assignment}.html").read_text().count("<section") >= 4
+    # `python -m jax_course_<id>` is the same command, and without a notebook says how to use it in a sentence
+    package = "jax_course_" + assignment.replace("-", "_")
+    main = subprocess.run([str(venv / "bin" / "python"), "-m", package], capture_output=True, text=True,
                           cwd=work, env=env)
     assert main.returncode == 2 and main.stderr.startswith("usage: grade") and "Traceback" not in main.stderr
     return report
+
+
+def _a_notebook_whose_pack_is_missing_gets_one_sentence(venv: Path, env: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    work = tmp_path / "grade"
+    notebook = json.loads((work / "submit-ch2-jit.ipynb").read_text())
+    notebook["metadata"]["grader"]["assignment"] = "ch3-vmap"
+    (work / "vmap.ipynb").write_text(json.dumps(notebook))
+    done = _pack_grade(venv, env, work, "vmap.ipynb")
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr == (
+        "grade: vmap.ipynb: this notebook is for ch3-vmap, whose pack (jax-course-ch3-vmap) is not "
+        "installed in this Python (installed: jax-course-ch2-jit, jax-course-ch2-practice); ask your "
+        "instructor for the pack of ch3-vmap, then install it: pip install jax_course_ch3_vmap-*.whl\n")
+
+
+def _uninstalled_one_pack_leaves_the_other_s_python_m(venv: Path, env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    """Uninstalling a pack removes the `grade` script every pack wrote (pip's record of each names
+    it); `python -m` of the other pack still checks its notebooks, and says which pack the
+    uninstalled one's notebooks need."""
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "uninstall", "--yes", "--quiet", "jax-course-ch2-jit"], env=env,
+                   check=True)
+    assert not (venv / "bin" / "grade").exists()  # what STUDENTS.md and the docs say
+    work = tmp_path / "grade"
+    practice = [python, "-m", "jax_course_ch2_practice"]
+    done = subprocess.run([*practice, "submit-ch2-practice.ipynb", "--json", "-"], capture_output=True,
+                          text=True, cwd=work, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["assignment"] == "ch2-practice"
+    other = subprocess.run([*practice, "submit-ch2-jit.ipynb"], capture_output=True, text=True, cwd=work,
+                           env=env)
+    assert other.returncode == 2 and "Traceback" not in other.stderr
+    assert "is for ch2-jit, whose pack (jax-course-ch2-jit) is not installed" in other.stderr, other.stderr
+    assert "(installed: jax-course-ch2-practice)" in other.stderr
 
 
 def _grade_fails_a_wrong_notebook_where_the_instructor_s_grade_does(venv: Path, env: dict[str, str],
@@ -314,18 +401,184 @@ def test_the_pack_s_grade_loads_no_kernel_sandbox_or_class_code() -> None:
     assert [m for m in loaded if m.startswith(process)] == []
 
 
-def test_the_pack_holds_its_grade_command_and_python_m_grader(pack: Path) -> None:
+def test_the_pack_holds_its_grade_command_and_python_m_of_its_package(pack: Path) -> None:
     files = _files(pack)
     entry_points = files[next(n for n in files if n.endswith("dist-info/entry_points.txt"))]
-    assert entry_points == "[console_scripts]\ngrade = grader.selfgrade.cli:entry\n"
-    assert "from grader.selfgrade.cli import entry" in files["grader/__main__.py"]
-    assert {"grader/selfgrade/cli.py", "grader/selfgrade/inside/cells.py", "grader/feedback.py"} <= set(files)
+    assert entry_points == ("[console_scripts]\ngrade = jax_course_ch2_jit.selfgrade.cli:entry\n\n"
+                            "[jax_course.packs]\nch2-jit = jax_course_ch2_jit\n")
+    assert "from jax_course_ch2_jit.selfgrade.cli import entry" in files["jax_course_ch2_jit/__main__.py"]
+    assert "ASSIGNMENT = 'ch2-jit'" in files["jax_course_ch2_jit/__init__.py"]
+    assert {"jax_course_ch2_jit/selfgrade/cli.py", "jax_course_ch2_jit/selfgrade/packs.py",
+            "jax_course_ch2_jit/selfgrade/inside/cells.py", "jax_course_ch2_jit/feedback.py"} <= set(files)
     record = files[next(n for n in files if n.endswith("dist-info/RECORD"))]
-    assert "entry_points.txt,sha256=" in record and "grader/__main__.py,sha256=" in record
+    assert "entry_points.txt,sha256=" in record and "jax_course_ch2_jit/__main__.py,sha256=" in record
     students = (pack / "STUDENTS.md").read_text()
+    (wheel,) = pack.glob("*.whl")
     for case in ("python3 -m venv .venv", "externally-managed-environment", "Files pane", "conda activate",
-                 "%pip install", "grade ch2-jit.ipynb"):
+                 f"%pip install {wheel.name}", f".venv/bin/pip install {wheel.name} jupyter",
+                 "grade ch2-jit.ipynb", "python -m jax_course_ch2_jit ch2-jit.ipynb", "jax-course-ch2-jit"):
         assert case in students, case
+
+
+def test_the_imports_of_the_grader_are_renamed_and_nothing_else() -> None:
+    source = ('"""from grader import x: a docstring keeps its words."""\n'
+              "from __future__ import annotations\n"
+              "import json, grader.values as values\n"
+              "from grader.kernel.protocol import (\n    Value,\n    measure,\n)\n"
+              "from grader import assignment as assignments\n"
+              "from somewhere import grader\n"
+              "if TYPE_CHECKING:\n    from grader.report import Report\n"
+              "def f():\n    from grader.values import to_wire; import grader.atomic as atomic\n"
+              "    raise ValueError('grader.values') from None\n")
+    renamed = rewrite_imports(source, "jax_course_ch2_jit")
+    assert renamed == ('"""from grader import x: a docstring keeps its words."""\n'
+                       "from __future__ import annotations\n"
+                       "import json, jax_course_ch2_jit.values as values\n"
+                       "from jax_course_ch2_jit.kernel.protocol import (\n    Value,\n    measure,\n)\n"
+                       "from jax_course_ch2_jit import assignment as assignments\n"
+                       "from somewhere import grader\n"
+                       "if TYPE_CHECKING:\n    from jax_course_ch2_jit.report import Report\n"
+                       "def f():\n    from jax_course_ch2_jit.values import to_wire; "
+                       "import jax_course_ch2_jit.atomic as atomic\n"
+                       "    raise ValueError('grader.values') from None\n")
+    assert "from somewhere import grader\n" in renamed and "'grader.values'" in renamed
+    with pytest.raises(Exception, match="without `as` cannot be packed"):
+        rewrite_imports("import grader.values\n", "jax_course_ch2_jit")
+
+
+LEGACY_GUARD = ("try:\n    from grader.selfcheck import check\nexcept ModuleNotFoundError:\n"
+                "    check = lambda *args: print(\"⚠️ The course's self-check is not installed for this "
+                "notebook: put the wheel from your handout beside the notebook (in Colab, upload it with the "
+                "Files pane), run %pip install jax_course_selfcheck-*.whl in a cell, then run this cell "
+                "again.\")\n")
+"""The self-check cells of the notebooks handed out with the single `jax-course-selfcheck` pack."""
+
+
+@pytest.mark.parametrize("guard", ["new", "legacy"])
+def test_the_instructor_s_grade_leaves_out_the_template_s_guard_old_or_new(tmp_path: Path, repo_root: Path,
+                                                                          guard: str) -> None:
+    """What the instructor's `grade` runs of a notebook: the same code, whether its self-check cells
+    import the assignment's own pack or, handed out before, `grader.selfcheck`."""
+    notebook = json.loads((repo_root / "solutions" / "ch2-jit.ipynb").read_text(encoding="utf-8"))
+    if guard == "legacy":
+        for cell in notebook["cells"]:
+            if "selfcheck" in cell["metadata"].get("tags", []):
+                source = "".join(cell["source"])
+                assert source.startswith("try:\n    from jax_course_ch2_jit import check\n")
+                cell["source"] = LEGACY_GUARD + source.split("\n", 4)[4]
+    (tmp_path / "submit.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    cells = read_submission(tmp_path / "submit.ipynb").cells
+    reference = read_submission(repo_root / "solutions" / "ch2-jit.ipynb").cells
+    assert [c.source for c in cells] == [c.source for c in reference] and not any(c.notice for c in cells)
+    assert not any("check" in c.source and "import" in c.source and "selfcheck" in c.source for c in cells)
+
+
+def _launcher_venv(where: Path, *wheels: Path) -> tuple[Path, dict[str, str]]:
+    """A venv without pip that sees this test's Python's packages (JAX, NumPy, pydantic) through a
+    .pth line but not the instructor's `grader` (the editable install's finder is not run), and the
+    wheels installed into it, in this order, without their dependencies: seconds instead of a
+    minute's install."""
+    venv = where / "launcher"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    kept = ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if k not in kept}
+    for wheel in wheels:  # one at a time, as students get them
+        pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps"]
+        done = subprocess.run([*pip, "--no-compile", str(wheel)], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return venv, env
+
+
+def test_grade_runs_the_notebook_s_pack_whichever_pack_installed_it_last(
+        pack: Path, practice_pack: Path, tmp_path: Path) -> None:
+    """The other order (ch2-practice's pack, then ch2-jit's): the `grade` script is ch2-jit's, and
+    checks each notebook with its own assignment's pack; an assignment with no pack here, or
+    `-a` naming one, is one sentence (exit 2)."""
+    (jit,) = pack.glob("*.whl")
+    (practice,) = practice_pack.glob("*.whl")
+    venv, env = _launcher_venv(tmp_path, practice, jit)
+    python = str(venv / "bin" / "python")
+    no_grader = subprocess.run([python, "-c", "import grader"], capture_output=True, cwd=tmp_path, env=env)
+    assert no_grader.returncode == 1  # the instructor's is not to be found here
+    assert "from jax_course_ch2_jit.selfgrade.cli import entry" in (venv / "bin" / "grade").read_text()
+    version = _pack_grade(venv, env, tmp_path, "--version")
+    assert version.stdout == (f"grade (the student packs: jax-course-ch2-jit {jit.name.split('-')[1]}, "
+                              f"jax-course-ch2-practice {practice.name.split('-')[1]})\n"), version
+
+    def notebook(name: str, claim: str | None, code: str) -> str:
+        cell = {"cell_type": "code", "metadata": {}, "source": code, "outputs": [], "execution_count": None}
+        metadata = {} if claim is None else {"grader": {"assignment": claim}}
+        (tmp_path / name).write_text(json.dumps({"cells": [cell], "metadata": metadata, "nbformat": 4,
+                                                 "nbformat_minor": 5}))
+        return name
+
+    practice_nb = notebook("mine.ipynb", "ch2-practice", "import jax.numpy as jnp\nsum_first = 1\n")
+    done = _pack_grade(venv, env, tmp_path, practice_nb, "--json", "-")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["assignment"] == "ch2-practice"
+    assert report["environment"]["grader"] == f"jax-course-ch2-practice {practice.name.split('-')[1]}"
+    unnamed = notebook("ch2-jit.ipynb", None, "x = 1\n")  # no claim: the file's name
+    named = json.loads(_pack_grade(venv, env, tmp_path, unnamed, "--json", "-").stdout)
+    assert named["assignment"] == "ch2-jit"
+    assert named["environment"]["grader"].startswith("jax-course-ch2-jit ")
+    said = {
+        notebook("vmap.ipynb", "ch3-vmap", "x = 1\n"): "vmap.ipynb: this notebook is for ch3-vmap, whose "
+        "pack (jax-course-ch3-vmap) is not installed in this Python (installed: jax-course-ch2-jit, "
+        "jax-course-ch2-practice); ask your instructor for the pack of ch3-vmap, then install it: "
+        "pip install jax_course_ch3_vmap-*.whl",
+        notebook("away.ipynb", "../x", "x = 1\n"): "away.ipynb: this notebook says it is for '../x', which "
+        "is not an assignment of the course's packs (installed: jax-course-ch2-jit, jax-course-ch2-practice)",
+        notebook("some.ipynb", None, "x = 1\n"): "cannot tell which assignment some.ipynb is for; pass -a "
+        "(ch2-jit, ch2-practice)",
+    }
+    for name, sentence in said.items():
+        done = _pack_grade(venv, env, tmp_path, name)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", f"grade: {sentence}\n"), done.stderr
+    asked = _pack_grade(venv, env, tmp_path, "-a", "ch3-vmap", "some.ipynb")
+    assert asked.returncode == 2, asked
+    assert asked.stderr.startswith("grade: -a ch3-vmap: the pack of ch3-vmap (jax-course-ch3-vmap) "), asked
+    crossed = _pack_grade(venv, env, tmp_path, "-a", "ch2-jit", practice_nb)
+    assert crossed.returncode == 2 and crossed.stderr == (
+        "grade: mine.ipynb: this notebook says it is for ch2-practice, but -a asks for ch2-jit\n"), crossed
+    # the self-check asked through another pack (a cell copied between notebooks): that pack's, if
+    # installed, else the sentence naming the pack to install; never a `grader` module loaded
+    code = ("import sys, jax_course_ch2_jit as jit\n"
+            "jit.check('sum_first', 'ch2-practice', namespace={}, seed=1)\n"
+            "jit.check('tax', 'ch3-vmap', namespace={})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'grader'))\n")
+    run = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert run.returncode == 0 and run.stderr == "", run.stderr[-3000:]
+    practice_said, missing = run.stdout.split("⚠️ ")
+    assert practice_said.startswith("❌ Exercise 1: ") and "define sum_first" in practice_said, run.stdout
+    assert "⚠️ " + missing == (
+        "⚠️ The pack of ch3-vmap (jax-course-ch3-vmap) is not installed in this Python (installed: "
+        "jax-course-ch2-jit, jax-course-ch2-practice); ask your instructor for the pack of ch3-vmap, then "
+        "install it: %pip install jax_course_ch3_vmap-*.whl\n[]\n"), run.stdout
+
+
+def test_the_course_s_three_packs_install_side_by_side_and_each_checks_its_own_notebook(
+        pack: Path, practice_pack: Path, scan_pack: Path, tmp_path: Path, repo_root: Path) -> None:
+    """ch2-scan's pack, then ch2-practice's, then ch2-jit's, into one Python: each reference notebook
+    is checked by its own pack, every visible check passing, with no `grader` module to be found."""
+    wheels = [next(folder.glob("*.whl")) for folder in (scan_pack, practice_pack, pack)]
+    venv, env = _launcher_venv(tmp_path, *wheels)
+    version = _pack_grade(venv, env, tmp_path, "--version")
+    assert all(f"jax-course-{a} " in version.stdout for a in ("ch2-jit", "ch2-practice", "ch2-scan")), version
+    for assignment in ("ch2-scan", "ch2-practice", "ch2-jit"):
+        shutil.copy(repo_root / "solutions" / f"{assignment}.ipynb", tmp_path / f"mine-{assignment}.ipynb")
+        done = _pack_grade(venv, env, tmp_path, f"mine-{assignment}.ipynb", "--json", "-")
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout)
+        assert report["assignment"] == assignment
+        assert report["environment"]["grader"].startswith(f"jax-course-{assignment} ")
+        judged = [c for e in report["exercises"] for c in e["checks"] if c.get("reason") != "on_hand_in"]
+        assert judged and all(c["status"] == "passed" for c in judged), [c["id"] for c in judged
+                                                                         if c["status"] != "passed"]
 
 
 def _selfgrade(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

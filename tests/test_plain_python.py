@@ -64,7 +64,7 @@ def pairs(n: int) -> list[tuple[np.float32, np.float32]]:
 
 def test_python_loop_is_judged_eagerly_in_the_kernel_on_0_and_1_steps_too(ch2) -> None:
     spec = spec_of(ch2, "training.python_loop")
-    assert spec.source == "kernel" and spec.hidden
+    assert ch2.spec.judged("train_python_loop") == "eager" and spec.hidden
     check = check_of(ch2, "training.python_loop")
     (request,) = check.requests()
     assert isinstance(request, CallRequest)  # a call, not an export: float(w) and print are fine
@@ -81,15 +81,15 @@ def test_the_step_count_check_counts_step_on_0_1_and_more_steps_with_one_buffer_
 
 
 @pytest.mark.parametrize("fields, why", [
-    ({"counts": "step"}, "go together"),
+    ({"counts": "step"}, "Extra inputs"),  # the calls a function makes are a `calls` check's
     ({"same_object": [[0]]}, "two or more"),
     ({"hidden": True}, "generator"),
-    ({}, "needs a reference, counts"),
+    ({}, "needs a reference, at_least"),
 ])
 def test_an_eager_check_needs_something_to_judge_and_well_formed_groups(fields, why) -> None:
     base = {"id": "e", "title": "t", "points": 1, "message": "m", "function": "f",
             "cases": {"rows": [[1.0, 1.0]], "types": ["py", "py"]}}
-    if fields and "counts" not in fields:
+    if fields:
         base["reference"] = "f"
     with pytest.raises(ValidationError, match=why):
         EagerCheck(**base, **fields)
@@ -175,7 +175,7 @@ def test_the_in_process_prober_counts_and_passes_one_object_twice() -> None:
 
 def _interface() -> tuple[Interface, ReferenceFacts]:
     loop = FunctionUse(name="train_python_loop", exercises=["training"], checks=["training.python_loop"],
-                       kernel_checks=["training.python_loop"], arity=6)
+                       judged="eager", arity=6)
     step = FunctionUse(name="step", exercises=["training"], checks=["training.step_visible"], arity=5)
     predictions = NameUse(name="predictions", exercises=["detective"], checks=["detective.call_1"])
     facts = ReferenceFacts(functions={n: FunctionFacts(name=n, jitted=n == "step", container="tuple",
@@ -197,9 +197,9 @@ def test_honest_forms_are_derived_for_plain_python_and_lists_of_bools_only() -> 
 
 
 def test_a_function_judged_from_its_program_is_not_plain_python() -> None:
-    assert not honest_forms.plain_python(FunctionUse(name="f", checks=["e.a", "e.b"], kernel_checks=["e.a"]))
+    assert not honest_forms.plain_python(FunctionUse(name="f", checks=["e.a", "e.b"], judged="traced"))
     assert not honest_forms.plain_python(FunctionUse(name="f"))
-    assert honest_forms.plain_python(FunctionUse(name="f", checks=["e.a"], kernel_checks=["e.a"]))
+    assert honest_forms.plain_python(FunctionUse(name="f", checks=["e.a"], judged="eager"))
 
 
 def test_the_logging_variant_logs_each_step_and_keeps_the_probe_s_counter() -> None:

@@ -143,16 +143,6 @@ def test_call_returns_values_in_order() -> None:
     assert second["dtype"] == "float32" and second["data"] == [2.0, 4.0]
 
 
-def test_call_with_jit_wraps_the_function() -> None:
-    def traced_only(x):
-        if isinstance(x, jax.core.Tracer):
-            return x + 1
-        raise AssertionError("called without jax.jit")
-
-    raw = observe("call", {"f": traced_only}, target="f", calls=[{"args": [array([1.0])]}], jit=True)
-    assert raw["status"] == "ok" and raw["result"]["values"][0]["data"] == [2.0]
-
-
 def test_raising_function() -> None:
     def boom(x):
         raise ValueError("negative income\nand a second line")

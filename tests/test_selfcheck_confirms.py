@@ -114,7 +114,7 @@ def test_what_the_self_check_leaves_to_the_hand_in_reveals_a_hidden_value_or_an_
     assert NEW_CHECKS <= seen
 
 
-def test_the_reference_s_self_check_confirms_50_of_100_points_and_every_new_check(jit_ns, capsys,
+def test_the_reference_s_self_check_confirms_52_of_100_points_and_every_new_check(jit_ns, capsys,
                                                                                  monkeypatch) -> None:
     import grader.selfcheck
 
@@ -124,11 +124,11 @@ def test_the_reference_s_self_check_confirms_50_of_100_points_and_every_new_chec
     for exercise in ("tax", "newton", "detective", "training"):
         out = _self_check(capsys, exercise, "ch2-jit", jit_ns)
         assert _failure_lines(out) == [], out
-    assert [r.score for r in results] == [18, 17, 0, 15]  # 50 of 100; the other 50: hidden inputs and answers
+    assert [r.score for r in results] == [18, 17, 0, 17]  # 52 of 100; the other 48: hidden inputs and answers
     judged = {c.id: c.status for r in results for c in r.checks if c.reason != "on_hand_in"}
     assert set(judged.values()) == {"passed"} and NEW_CHECKS - {"quiz.form"} <= set(judged)
     later = [c for r in results for c in r.checks if c.reason == "on_hand_in"]
-    assert sum(c.max_score for c in later) == 50 and all(c.hidden or c.reveal == "on_hand_in" for c in later)
+    assert sum(c.max_score for c in later) == 48 and all(c.hidden or c.reveal == "on_hand_in" for c in later)
 
 
 @pytest.mark.parametrize("wrong", list(WRONG_PREDICTIONS))

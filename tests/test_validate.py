@@ -36,6 +36,11 @@ text = "double(x) returns 2 * x"
 id = "jitted_once"
 text = "double is jitted once, not re-traced on every call"
 
+[[exercises.functions]]
+name = "double"
+judged = "traced"
+why = "double is jitted once"
+
 [[exercises.checks]]
 kind = "numeric"
 id = "values"
@@ -95,6 +100,8 @@ def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
     assert results(rows) == {
         "spec loads": True,
         "every requirement has a check": True,
+        "every function says how it is judged": True,
+        "every hidden check's hint names no hidden value": True,
         "solutions/tiny.py scores full marks": True,
         "template scores 0, every exercise 'not answered yet'": True,
         "mutant new_jit_each_call": True,

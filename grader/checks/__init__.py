@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from grader.checks.answer import AnswerCheckImpl
 from grader.checks.base import Check, CheckOutcome, Context, ModuleRun, Planner, RunOutcome, Seen
+from grader.checks.calls import CallsCheckImpl
 from grader.checks.compilation import CompileLimitCheckImpl
 from grader.checks.custom import CustomCheckImpl, Verdict
 from grader.checks.eager import EagerCheckImpl
 from grader.checks.form import FormCheckImpl
 from grader.checks.interface import InterfaceCheckImpl
 from grader.checks.numeric import NumericCheckImpl
+from grader.checks.pure import PureCheckImpl
 from grader.checks.structure import StructureCheckImpl
 from grader.spec import CHECK_SPECS, CheckSpec
 
 IMPLEMENTATIONS = (InterfaceCheckImpl, NumericCheckImpl, StructureCheckImpl, CompileLimitCheckImpl,
-                   CustomCheckImpl, AnswerCheckImpl, EagerCheckImpl, FormCheckImpl)
+                   CustomCheckImpl, AnswerCheckImpl, EagerCheckImpl, FormCheckImpl, CallsCheckImpl, PureCheckImpl)
 REGISTRY = {impl.spec_type: impl for impl in IMPLEMENTATIONS}
 assert set(REGISTRY) == set(CHECK_SPECS), "every spec kind has exactly one implementation"
 

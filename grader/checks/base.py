@@ -60,9 +60,12 @@ class CheckOutcome(BaseModel):
         "what the student may not see (a hidden input, an expected value): the instructor's report only"))
     tally: tuple[int, int] | None = Field(default=None, description="(calls that failed, calls made)")
     raised: RaisedKind | None = Field(default=None, description="the student's code raised: what, where")
-    cause: Literal["values", "trace", "same_values", "same_trace"] | None = Field(default=None, description=(
-        "'values': the function's values disagree with the reference; 'trace': JAX could not trace it; the "
-        "later checks of the same function that fail for that reason point here ('same_values', 'same_trace')"))
+    cause: Literal["values", "trace", "raised", "same_values", "same_trace", "same_raised"] | None = Field(
+        default=None, description=(
+            "'values': the function's values disagree with the reference; 'trace': JAX could not trace it; "
+            "'raised': called as plain Python (its text does not require a trace), it raised; the later checks "
+            "of the same function that fail for that reason point here ('same_values', 'same_trace', "
+            "'same_raised')"))
     reason: Reason | None = None
     not_answered: NotAnswered | None = Field(default=None, description=(
         "with reason 'not_answered': the name not defined or without an answer (as the probe reported it)"))
@@ -116,9 +119,10 @@ class Planner:
     def value(self, name: str) -> ValueRequest:
         return ValueRequest(id=self._id("value"), name=name)
 
-    def call(self, target: str, calls: list[Call], *, jit: bool = False,
-             set_globals: dict[str, Value] | None = None) -> CallRequest:
-        return CallRequest(id=self._id("call"), target=target, calls=calls, jit=jit, set_globals=set_globals or {})
+    def call(self, target: str, calls: list[Call], *, set_globals: dict[str, Value] | None = None,
+             count_calls: str | None = None, watch: bool = False) -> CallRequest:
+        return CallRequest(id=self._id("call"), target=target, calls=calls, set_globals=set_globals or {},
+                           count_calls=count_calls, watch=watch)
 
     def trace(self, target: str, call: Call, representation: Literal["jaxpr", "lowered"]) -> TraceRequest:
         return TraceRequest(id=self._id("trace"), target=target, call=call, representation=representation)

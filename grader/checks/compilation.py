@@ -5,7 +5,8 @@ arguments, so the function must export with every argument traced (nothing baked
 the module's inputs are all of them), and the calls must have at most N distinct signatures.
 That is the evidence a pass needs; the kernel's count of compilation events during the calls, on
 cleared caches, is a second signal (it sees a function that builds a fresh jit on every call),
-which can only fail a check, never pass one. From the kernel alone: that count.
+which can only fail a check, never pass one. Only a function judged 'traced' has such a check
+(`grader.spec.FunctionSpec`).
 """
 
 from __future__ import annotations
@@ -26,21 +27,18 @@ class CompileLimitCheckImpl:
     def __init__(self, full_id: str, spec: CompileLimitCheck, ctx: Context):
         self.full_id, self.spec = full_id, spec
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
-        self.program: ProgramCalls | None = None
         self.expected = reference_values(full_id, spec, ctx, self.cases)
-        self.expected_beyond: list | None = None
-        if spec.source == "module":
-            self.program = ProgramCalls(ctx.planner, spec.function, self.cases, set(),
-                                        inspect_only=self.expected is None, judged=False,
-                                        beyond=drawn_beyond(ctx, spec))
-            self.expected_beyond = reference_values(full_id, spec, ctx, self.program.beyond)
+        self.program = ProgramCalls(ctx.planner, spec.function, self.cases, set(),
+                                    inspect_only=self.expected is None, judged=False,
+                                    beyond=drawn_beyond(ctx, spec))
+        self.expected_beyond = reference_values(full_id, spec, ctx, self.program.beyond)
         self.count = ctx.planner.compile_count(spec.function, to_calls(self.cases))
 
     def requests(self) -> list[Request]:
-        return (list(self.program.exports) if self.program else []) + [self.count]
+        return [*self.program.exports, self.count]
 
     def runs(self) -> list[ModuleRun]:
-        return self.program.runs() if self.program else []
+        return self.program.runs()
 
     def _counted(self, seen: Seen) -> CheckOutcome:
         spec = self.spec
@@ -53,8 +51,6 @@ class CompileLimitCheckImpl:
         return PASSED
 
     def judge(self, seen: Seen) -> CheckOutcome:
-        if self.program is None:
-            return self._counted(seen)
         evidence = self._module_evidence(seen)
         return evidence if evidence is not PASSED else self._counted(seen)
 
@@ -102,7 +98,6 @@ class CompileLimitCheckImpl:
 
     def _module_evidence(self, seen: Seen) -> CheckOutcome:
         spec = self.spec
-        assert self.program is not None
         exported = self.program.exported(seen, spec.message)
         if isinstance(exported, CheckOutcome):
             text = exported.message or ""

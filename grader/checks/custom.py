@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from grader.cases import materialize
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
 from grader.checks.form import Gate, gate
-from grader.checks.program import StudentCalls, public_positions
+from grader.checks.program import EagerFallback, StudentCalls, public_positions
 from grader.errors import AssignmentBug
 from grader.faults import one_line
 from grader.kernel.protocol import Request, ValuesResult
@@ -48,7 +48,7 @@ class CustomCheckImpl:
                                        if (found := gate(ctx, full_id, name)) is not None}
         self.calls = None
         if spec.call:
-            self.calls = StudentCalls(ctx.planner, spec.call, self.cases, source=spec.source,
+            self.calls = StudentCalls(ctx.planner, spec.call, self.cases, judged=ctx.assignment.spec.judged(spec.call),
                                       public=public_positions(spec.public, spec.hidden, self.cases))
 
     def requests(self) -> list[Request]:
@@ -56,6 +56,9 @@ class CustomCheckImpl:
 
     def runs(self) -> list[ModuleRun]:
         return self.calls.runs() if self.calls else []
+
+    def fallbacks(self) -> list[EagerFallback]:
+        return self.calls.fallbacks() if self.calls else []
 
     def judge(self, seen: Seen) -> CheckOutcome:
         observed: dict[str, Any] = {}

@@ -1,14 +1,9 @@
-"""Eager checks: a function called in the kernel as the chapter's own cells call it.
-
-For what the text prescribes as plain Python ("a Python loop calling step num_steps times"): it
-is run, not traced, so logging with `float()`, a `.item()` history or a `print` per step is
-fine, and the probe counts the calls of the function the loop must call (`counts`), which tells
-a Python loop (one call per step) from a `lax.fori_loop` (its body traced once). And for what
-only a call shows: `same_object` passes one object for several arguments, as the chapter's cell
-passes `_w0 = _b0 = jnp.float32(0.0)` as both w and b (a function that donates both buffers
-cannot be called that way). And what the chapter's cell asserts of a result without a reference
-value: `at_least` ("there should be at least 1 iteration") and `increasing` ("a smaller tol should
-take more iterations", from one call to the next). The values and counts are the student's
+"""Eager checks: a function called in the kernel as the chapter's own cells call it, whatever its
+mode: for what only a call shows. `same_object` passes one object for several arguments, as the
+chapter's cell passes `_w0 = _b0 = jnp.float32(0.0)` as both w and b (a function that donates both
+buffers cannot be called that way); and what the chapter's cell asserts of a result without a
+reference value: `at_least` ("there should be at least 1 iteration") and `increasing` ("a smaller
+tol should take more iterations", from one call to the next). The values are the student's
 process's claims: they can only be about the student's own function (docs/security.md, "Where
 values come from").
 """
@@ -57,14 +52,6 @@ def _real(value: Any) -> float | None:
     return None
 
 
-def _count_of(value: Any) -> int | None:
-    """The whole number an argument holds (num_steps), else None."""
-    arr = np.asarray(value)
-    if arr.ndim != 0 or arr.dtype.kind not in "iu":
-        return None
-    return int(arr)
-
-
 class EagerCheckImpl:
     spec_type = EagerCheck
 
@@ -72,13 +59,7 @@ class EagerCheckImpl:
         self.full_id, self.spec = full_id, spec
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.reference_values = reference_values(full_id, spec, ctx, self.cases)
-        if spec.count_argument is not None:
-            bad = [n for n, case in enumerate(self.cases)
-                   if spec.count_argument >= len(case.args) or _count_of(case.args[spec.count_argument]) is None]
-            if bad:
-                raise AssignmentBug(full_id, f"count_argument {spec.count_argument} is not a whole number in cases {bad}")
-        request = ctx.planner.call(spec.function, aliased_calls(self.cases, spec.same_object, full_id))
-        self.call: CallRequest = request.model_copy(update={"count_calls": spec.counts})
+        self.call: CallRequest = ctx.planner.call(spec.function, aliased_calls(self.cases, spec.same_object, full_id))
 
     def requests(self) -> list[Request]:
         return [self.call]
@@ -91,15 +72,8 @@ class EagerCheckImpl:
         result = result_of(seen, self.call, ValuesResult, f"`{fn}`", spec.message)
         if isinstance(result, CheckOutcome):
             return result
-        if len(result.values) != len(self.cases) or (spec.counts and len(result.counts or []) != len(self.cases)):
+        if len(result.values) != len(self.cases):
             return CheckOutcome(status="error", message=f"{spec.message}: the probe's answer about `{fn}` was unreadable")
-        if spec.counts is not None and spec.count_argument is not None:
-            for case, count in zip(self.cases, result.counts or []):
-                wanted = _count_of(case.args[spec.count_argument])
-                if count != wanted:
-                    times = "once" if count == 1 else f"{count} times"
-                    return failed(spec.message, f"called with {wanted} as argument {spec.count_argument + 1}, "
-                                                f"`{fn}` called `{spec.counts}` {times}")
         answers = [from_wire(v) for v in result.values]
         if spec.at_least is not None or spec.increasing:
             why = self._order(answers)

@@ -3,7 +3,7 @@ returns a structure.
 
 "Is wrapped in jax.jit" is what `jax.export` itself accepts (the export's evidence), not an
 attribute the function carries; the returned structure is read from the values of its exported
-program (or, for source "kernel", from what the kernel reports).
+program (or, for a function judged eagerly, from what the kernel reports).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 
 from grader.cases import materialize
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
-from grader.checks.program import ProgramCalls, StudentCalls, public_positions
-from grader.kernel.protocol import LookupResult, Parameter, Request
+from grader.checks.program import EagerFallback, ProgramCalls, StudentCalls, public_positions
+from grader.kernel.protocol import LookupResult, Parameter, PyScalar, Request
 from grader.spec import InterfaceCheck
 from grader.values import describe, unpack
 
@@ -43,7 +43,7 @@ class InterfaceCheckImpl:
         self.returns: StudentCalls | None = None
         if spec.returns:
             cases = materialize(spec.returns.cases, ctx.assignment.references, ctx.seed, full_id)
-            self.returns = StudentCalls(ctx.planner, spec.name, cases, source=spec.returns.source,
+            self.returns = StudentCalls(ctx.planner, spec.name, cases, judged=ctx.assignment.spec.judged(spec.name),
                                         public=public_positions(spec.returns.public, spec.hidden, cases))
 
     def requests(self) -> list[Request]:
@@ -56,6 +56,9 @@ class InterfaceCheckImpl:
 
     def runs(self) -> list[ModuleRun]:
         return (self.jit_program.runs() if self.jit_program else []) + (self.returns.runs() if self.returns else [])
+
+    def fallbacks(self) -> list[EagerFallback]:
+        return self.returns.fallbacks() if self.returns else []
 
     def judge(self, seen: Seen) -> CheckOutcome:
         name, hint = self.spec.name, self.spec.message
@@ -92,14 +95,22 @@ class InterfaceCheckImpl:
         answers = self.returns.answers(seen, hint)
         if isinstance(answers, CheckOutcome):
             return answers
-        for got in answers:
-            items = unpack(got, shape.length)
+        wire = self.returns.wire_values(seen) or []
+        for n, got in enumerate(answers):
+            items = [got] if shape.length is None else unpack(got, shape.length)
             if items is None:
                 return failed(hint, f"`{name}` returned {describe(got)}, not a tuple of {shape.length} values")
             for i, (item, kind) in enumerate(zip(items, shape.kinds or [])):
                 if kind == "any":
                     continue
+                if kind == "python_int":
+                    raw = wire[n] if n < len(wire) else None
+                    if not (isinstance(raw, PyScalar) and type(raw.v) is int):
+                        return failed(hint, f"`{name}` should return a plain Python int, got {describe(got)}"
+                                            + (f" (dtype {got.dtype})" if isinstance(got, np.ndarray) else ""))
+                    continue
+                which = f"item {i} of what `{name}` returns" if shape.length is not None else f"what `{name}` returns"
                 if not isinstance(item, np.ndarray) or item.ndim != 0 or item.dtype.kind not in _KINDS[kind]:
                     what = f"dtype {item.dtype}, shape {item.shape}" if isinstance(item, np.ndarray) else describe(item)
-                    return failed(hint, f"item {i} of what `{name}` returns should be a scalar {kind}, got {what}")
+                    return failed(hint, f"{which} should be a scalar {kind}, got {what}")
         return PASSED

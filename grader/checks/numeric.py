@@ -15,7 +15,7 @@ import numpy as np
 
 from grader.cases import Case, materialize
 from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, wrong_values
-from grader.checks.program import StudentCalls, public_positions
+from grader.checks.program import EagerFallback, StudentCalls, public_positions
 from grader.faults import instructor_code
 from grader.kernel.protocol import OpaqueValue, Request
 from grader.spec import NumericCheck
@@ -149,9 +149,10 @@ class NumericCheckImpl:
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.reference_values = reference_values(full_id, spec, ctx, self.cases)
         overrides = {k: to_wire(v) for k, v in spec.set_globals.items()}
-        self.calls = StudentCalls(ctx.planner, spec.function, self.cases, source=spec.source,
+        self.calls = StudentCalls(ctx.planner, spec.function, self.cases,
+                                  judged=ctx.assignment.spec.judged(spec.function),
                                   public=public_positions(spec.public, spec.hidden, self.cases),
-                                  set_globals=overrides, jit=spec.jit)
+                                  set_globals=overrides)
 
     def requests(self) -> list[Request]:
         return self.calls.requests()
@@ -159,10 +160,12 @@ class NumericCheckImpl:
     def runs(self) -> list[ModuleRun]:
         return self.calls.runs()
 
+    def fallbacks(self) -> list[EagerFallback]:
+        return self.calls.fallbacks()
+
     def judge(self, seen: Seen) -> CheckOutcome:
         hint, fn = self.spec.message, self.spec.function
-        subject = f"`{fn}`" + (" under jax.jit" if self.spec.jit and self.spec.source == "kernel" else "")
-        answers = self.calls.answers(seen, hint, subject)
+        answers = self.calls.answers(seen, hint)
         if isinstance(answers, CheckOutcome):
             return answers
         expected = self.reference_values if self.reference_values is not None else [c.expected for c in self.cases]
@@ -182,8 +185,8 @@ class NumericCheckImpl:
         if not isinstance(other, NumericCheckImpl) or other is self:
             return False
         mine, theirs = self.spec, other.spec
-        if (mine.function, mine.reference, mine.output, mine.source, mine.set_globals) != \
-                (theirs.function, theirs.reference, theirs.output, theirs.source, theirs.set_globals):
+        if (mine.function, mine.reference, mine.output, mine.set_globals) != \
+                (theirs.function, theirs.reference, theirs.output, theirs.set_globals):
             return False
         return bool(self.cases) and all(any(covers(case, seen) for seen in other.cases) for case in self.cases)
 

@@ -29,6 +29,7 @@ from grader.checks.base import (
 from grader.errors import AssignmentBug
 from grader.kernel.protocol import (
     Abstract,
+    CallRequest,
     ExportArg,
     ExportRequest,
     ExportResult,
@@ -249,9 +250,24 @@ def answer_of(leaves: list[Any], out_tree: str) -> Any:
     return tuple(leaves) if kind == "tuple" else list(leaves)
 
 
+def where_raised(function: str, raised: Raised) -> str:
+    """ " at line 7 of its cell", or " in `bucket_size`, line 4 of its cell" when the line is in
+    another function of the student's that `function` called."""
+    if not raised.line:
+        return ""
+    if raised.function and raised.function != function and raised.function != "<lambda>":
+        return f" in `{raised.function}`, line {raised.line} of its cell"
+    return f" at line {raised.line} of its cell"
+
+
+def is_tracing_error(raised: Raised) -> bool:
+    """Whether JAX raised it because a traced value met Python (the chapter's 2.4-2.5 errors)."""
+    return raised.ename in HINTS or "traced value" in raised.evalue
+
+
 def could_not_trace(function: str, raised: Raised, hint: str) -> CheckOutcome:
     """The verdict for a function JAX could not trace, in the chapter's words where it has them."""
-    where = f" at line {raised.line} of its cell" if raised.line else ""
+    where = where_raised(function, raised)
     teach = HINTS.get(raised.ename)
     if raised.ename == "NotImplementedError" and "callback" in raised.evalue:
         teach = "it calls back into Python (jax.pure_callback / io_callback), which the grader does not run"
@@ -302,7 +318,7 @@ def drawn_beyond(ctx: Context, spec: Any) -> list[Case]:
     drawn: list[Case] = []
     for exercise in ctx.assignment.spec.exercises:
         for other in exercise.checks:
-            if (other.kind == "numeric" and other.source == "module"
+            if (other.kind == "numeric"
                     and other.function == spec.function and other.reference == spec.reference
                     and not other.set_globals and (other.cases.rows is not None
                                                    or hasattr(references, other.cases.generator or ""))):
@@ -324,16 +340,49 @@ def public_positions(spec_public: list[int] | None, hidden: bool, cases: list[Ca
     return set(spec_public or [])
 
 
-class StudentCalls:
-    """A student function's answers on a check's cases: from its exported program, executed by
-    the verifier (source "module"), or as the kernel reports them (source "kernel")."""
+@dataclass(frozen=True)
+class EagerFallback:
+    """A call to ask the kernel only when one of `exports` could not be traced: how a function
+    judged 'either' (the text allows jax.jit, does not require it) is run as plain Python."""
 
-    def __init__(self, planner: Planner, function: str, cases: list[Case], *, source: str,
-                 public: set[int], set_globals: dict[str, Value] | None = None, jit: bool = False):
-        self.function, self.source = function, source
-        self.program = ProgramCalls(planner, function, cases, public, set_globals) if source == "module" else None
-        self.call = None if self.program else planner.call(function, to_calls(cases), jit=jit,
-                                                             set_globals=set_globals)
+    exports: tuple[ExportRequest, ...]
+    call: CallRequest
+
+
+def raised_eagerly(function: str, raised: Raised, hint: str, judged: str) -> CheckOutcome:
+    """The verdict for a function that raised when called as plain Python: its error, and where the
+    error is one of tracing (a function the text does not ask to jit was jitted, or jits a helper,
+    so a Python `if`, `float()` or `.bit_length()` met a traced value), the advice that fits: it need
+    not be jitted. Never "could not be traced", which is a traced function's verdict."""
+    where = where_raised(function, raised)
+    teach = None
+    if is_tracing_error(raised):
+        optional = "plain Python" if judged == "eager" else "jax.jit is optional"
+        jitted = f"`{raised.function}`" if raised.function and raised.function != function else "it"
+        teach = (f"a traced value met Python code: the exercise does not ask for jax.jit here ({optional}); "
+                 f"called without jax.jit, {jitted} gets concrete values that a Python `if`, `float()` or "
+                 "NumPy call can use")
+        said = f"`{function}` raised {raised.ename}{where}: {raised.evalue}; {teach}"
+    else:
+        said = f"`{function}` raised {raised.ename}{where}: {raised.evalue}"
+    return CheckOutcome(status="error", message=f"{hint}: {said}", cause="raised",
+                        raised=RaisedKind(subject=f"`{function}`", ename=raised.ename, evalue=raised.evalue,
+                                          line=raised.line, teach=teach))
+
+
+class StudentCalls:
+    """A student function's answers on a check's cases, the way its text has it judged
+    (`FunctionSpec.judged`): 'traced', from its exported program, executed by the verifier;
+    'eager', as the kernel reports them from calling it as plain Python; 'either', from its
+    program when it traces, else from the eager call (`fallbacks`), asked only then."""
+
+    def __init__(self, planner: Planner, function: str, cases: list[Case], *, judged: str,
+                 public: set[int], set_globals: dict[str, Value] | None = None):
+        self.function, self.judged = function, judged
+        self.program = (ProgramCalls(planner, function, cases, public if judged == "traced" else set(), set_globals)
+                        if judged != "eager" else None)
+        self.call = (planner.call(function, to_calls(cases), set_globals=set_globals)
+                     if judged != "traced" else None)
 
     def requests(self) -> list[Request]:
         return list(self.program.exports) if self.program else [self.call]  # type: ignore[list-item]
@@ -341,10 +390,34 @@ class StudentCalls:
     def runs(self) -> list[ModuleRun]:
         return self.program.runs() if self.program else []
 
+    def fallbacks(self) -> list[EagerFallback]:
+        if self.program is None or self.call is None:
+            return []
+        return [EagerFallback(exports=tuple(self.program.exports), call=self.call)]
+
+    def _eager(self, seen: Seen) -> bool:
+        """Whether the answers come from the eager call: always for 'eager', for 'either' when
+        an export raised and the call was asked."""
+        if self.program is None:
+            return True
+        if self.call is None or seen.of(self.call) is None:
+            return False
+        return any((o := seen.of(e)) is not None and o.status == "raised" for e in self.program.exports)
+
+    def wire_values(self, seen: Seen) -> list[Value] | None:
+        """The values the eager call reported, as they came (a Python int stays one), or None when
+        the answers come from a program."""
+        obs = seen.of(self.call) if self.call is not None and self._eager(seen) else None
+        return list(obs.result.values) if obs is not None and isinstance(obs.result, ValuesResult) else None
+
     def answers(self, seen: Seen, hint: str, subject: str | None = None) -> list[Any] | CheckOutcome:
-        if self.program:
+        if not self._eager(seen):
+            assert self.program is not None
             return self.program.answers(seen, hint)
         assert self.call is not None
+        obs = seen.of(self.call)
+        if obs is not None and obs.status == "raised" and obs.raised is not None:
+            return raised_eagerly(self.function, obs.raised, hint, self.judged)
         result = result_of(seen, self.call, ValuesResult, subject or f"`{self.function}`", hint)
         if isinstance(result, CheckOutcome):
             return result

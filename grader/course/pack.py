@@ -1,8 +1,15 @@
 """`grade pack ASSIGNMENT -o DIR`: what the instructor hands out, so a student can self-check anywhere.
 
-DIR gets a wheel of the grader named `jax-course-selfcheck` (not `grader`, which is someone
-else's on the package index) holding the assignment's *public* part only, the template notebook
-and STUDENTS.md:
+DIR gets the assignment's wheel, the template notebook and STUDENTS.md. One distribution per
+assignment, `jax-course-<id>` (import package `jax_course_<id>`, `-` and `.` as `_`), each
+self-contained: a private copy of the grader's runtime the pack needs (its imports of `grader`
+renamed to the pack's package, `rewrite_imports`) and the assignment's data. So a course's packs,
+made at different times from different grader versions, install side by side in any order, and
+none shadows the instructor's `grader` (or `grader` on the package index). They share only the
+`grade` script, which is the same launcher in each (grader/selfgrade/packs.py): it finds the
+installed packs by their entry points (`jax_course.packs`) and runs the notebook's.
+
+The wheel holds the assignment's *public* part only:
 
 - the spec, in which every check that is hidden, draws its inputs from a generator or is a
   custom check is `reveal = "on_hand_in"`: its title and points are there, its inputs are not;
@@ -17,10 +24,13 @@ written directly (a zip with its metadata), so making a pack needs no build tool
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
+import io
 import json
 import shutil
+import tokenize
 import tomllib
 import zipfile
 from pathlib import Path
@@ -33,9 +43,10 @@ from grader.assignment import Assignment
 from grader.cases import Case, materialize
 from grader.errors import GraderError
 from grader.faults import instructor_code
+from grader.selfgrade.packs import GROUP
+from grader.submission import pack_distribution, pack_package
 from grader.values import to_wire
 
-DISTRIBUTION = "jax-course-selfcheck"
 # measured: 0.6.2 (Python 3.10, 3.11, 3.13) and 0.12; 0.5.3 and older lack jax._src.lib._jax
 JAX_MINIMUM = "0.6.2"
 PYTHON_MINIMUM = "3.10"  # the pack reads its spec as JSON (no tomllib); measured with tests/test_pack.py
@@ -44,15 +55,47 @@ PACKED_ENTRIES = ["grader.selfcheck", "grader.selfgrade.cli", "grader.selfgrade.
 """What the packed code imports: the self-check, the pack's `grade` command (and the child it
 starts by path), and what the packed references.py and checks.py name. The wheel holds these
 modules and all they can import (grader/course/imports.py), the wings' `inside/` folders whole
-(loaded by path), and nothing else of the grader."""
-CONSOLE_SCRIPTS = {"grade": "grader.selfgrade.cli:entry"}
-PACKED_MAIN = '''"""`python -m grader` in the student pack: its `grade` (grader/selfgrade/cli.py)."""
+(loaded by path), and nothing else of the grader: under the pack's own package, never `grader/`."""
+PACKED_MAIN = '''"""`python -m {package}`: the same command as `grade` (grader/selfgrade/cli.py), for when
+`grade` is not on PATH or was removed with another pack."""
 
-from grader.selfgrade.cli import entry
+from {package}.selfgrade.cli import entry
 
 entry()
 '''
-"""The pack's `grader/__main__.py` (the instructor's starts the instructor's `grade`)."""
+"""The pack's `__main__.py`."""
+PACKED_INIT = '''"""The student pack of {assignment} ({distribution}): its self-check and its `grade`,
+with the assignment's public part only. In a notebook, `from {package} import check` then `check("exercise")`;
+in a terminal, `grade NOTEBOOK.ipynb` (or `python -m {package} NOTEBOOK.ipynb`).
+
+Made by `grade pack` from the grader's runtime, its imports renamed to this package, so that a
+course's packs install side by side. Every pack's root has `ASSIGNMENT`, `check` and `grade`, and
+its wheel names it in the entry point group `{group}`: what every pack's `grade` command runs."""
+
+ASSIGNMENT = {assignment!r}
+DISTRIBUTION = {distribution!r}
+
+
+def check(exercise, assignment=ASSIGNMENT, namespace=None, seed=None, timeout=None):
+    """Print this exercise's verdict, check by check, for the code defined so far."""
+    try:
+        from {package}.selfcheck import check as self_check
+    except Exception as exc:  # a pack that does not load in this Python: one sentence, never a traceback
+        print(f"⚠️ The self-check of {{ASSIGNMENT}} does not load in this notebook's Python "
+              f"({{type(exc).__name__}}: {{exc}}): run %pip install --force-reinstall --no-deps "
+              "{package}-*.whl in a cell, restart the kernel, then run this cell again.")
+        return
+    self_check(exercise, assignment, namespace=namespace, seed=seed, timeout=timeout)
+
+
+def grade(argv):
+    """This pack's own `grade` on a command line's arguments (a list), its exit status: what the
+    `grade` command of any pack runs for a notebook of {assignment}."""
+    from {package}.selfgrade.cli import main
+
+    return main(list(argv), dispatch=False)
+'''
+"""The pack's `__init__.py` (the instructor's `grader/__init__.py` is not packed)."""
 
 
 def packed_files(package: Path) -> list[Path]:
@@ -61,11 +104,62 @@ def packed_files(package: Path) -> list[Path]:
 
     found = modules(package)
     wanted = closure(import_graph(package), PACKED_ENTRIES)
-    files = {found[name] for name in wanted}
+    files = {found[name] for name in wanted if name != package.name}  # the pack writes its own __init__
     for name in wanted:
         if name.endswith(".inside"):
             files.update(found[name].parent.glob("*.py"))
     return sorted(files)
+
+
+def _names_the_grader(module: str | None) -> bool:
+    return module is not None and (module == "grader" or module.startswith("grader."))
+
+
+def rewrite_imports(source: str, package: str, where: str = "<source>") -> str:
+    """`source` with every import of the grader naming `package` instead: `from grader.x import y`
+    and `import grader.x as y` (those under `if TYPE_CHECKING:` too), changed at the very token
+    the statement's module name starts with; docstrings, messages and everything else are left
+    as they are. `import grader.x` without `as` would bind another name: refused."""
+    tree = ast.parse(source, where)
+    starts: dict[int, str] = {}  # line -> the kind of each import statement there that names the grader
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and _names_the_grader(node.module):
+            starts[node.lineno] = "from"
+        elif isinstance(node, ast.Import) and any(_names_the_grader(a.name) for a in node.names):
+            if any(_names_the_grader(a.name) and a.asname is None for a in node.names):
+                raise GraderError(f"{where}, line {node.lineno}: `import grader...` without `as` cannot be "
+                                  "packed; write `from grader... import ...`")
+            starts[node.lineno] = "import"
+    if not starts:
+        return source
+    lines = source.splitlines(keepends=True)
+    edits: list[tuple[int, int]] = []
+    statement: str | None = None  # the import statement being read: "from" or "import"
+    previous = None
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if token.type == tokenize.NAME and token.string in ("from", "import") and (
+                previous is None or previous.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+                or previous.string in (";", ":")):
+            statement = token.string
+        elif token.type == tokenize.NEWLINE or token.string == ";":
+            statement = None
+        elif (token.type == tokenize.NAME and token.string == "grader" and statement is not None
+              and previous is not None and token.start[0] in starts
+              and previous.string in (("from",) if statement == "from" else ("import", ","))):
+            edits.append(token.start)
+        previous = token
+    for row, col in reversed(edits):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + package + line[col + len("grader"):]
+    rewritten = "".join(lines)
+    left = [n.lineno for n in ast.walk(ast.parse(rewritten, where))
+            if isinstance(n, ast.ImportFrom) and n.level == 0 and _names_the_grader(n.module)
+            or isinstance(n, ast.Import) and any(_names_the_grader(a.name) for a in n.names)]
+    if left:
+        raise GraderError(f"{where}, line {left[0]}: an import of the grader the pack could not rename")
+    return rewritten
 
 REFERENCES = '''"""The public part of the references: the values of the visible checks' inputs (those in the
 notebook), computed when the pack was made. No reference code, no hidden-input generator."""
@@ -119,9 +213,9 @@ STUDENTS = """# Self-checking {title}
 
 ## Installing
 
-The self-check is `{wheel}`. It keeps the JAX you have (from {jax_minimum} on, with Python
-{python_minimum}+). Install it into the Python your notebook runs on; a self-check cell that says
-"not installed" runs on another one. One line per case:
+The self-check of {assignment} is `{wheel}` (the pack `{distribution}`). It keeps the JAX you
+have (from {jax_minimum} on, with Python {python_minimum}+). Install it into the Python your notebook
+runs on; a self-check cell that says "not installed" runs on another one. One line per case:
 
 - **A virtual environment** (any system): `python3 -m venv .venv && .venv/bin/pip install {wheel} jupyter`,
   then `.venv/bin/jupyter lab` (on Windows: `.venv\\Scripts\\pip` and `.venv\\Scripts\\jupyter`).
@@ -134,13 +228,20 @@ The self-check is `{wheel}`. It keeps the JAX you have (from {jax_minimum} on, w
 - **From inside the notebook** (Jupyter, JupyterLab, VS Code): `%pip install {wheel}` in a cell,
   with the wheel beside the notebook, installs into the notebook's own Python.
 
+The packs of the course's other assignments install beside this one, in any order, into the same
+Python (`pip install` each wheel; `pip list` shows one `jax-course-...` line per pack). A newer
+pack of {assignment} from your instructor installs over this one with the same line.
+
 ## Checking your work
 
 - **In the notebook**: run each exercise's self-check cell, on the code defined so far.
 - **The whole notebook, as the grader runs it**: `grade {template}` in a terminal (the `grade` of
-  the environment you installed into, e.g. `.venv/bin/grade`; `python -m grader {template}` is the
-  same). It runs every cell in a fresh Python, as the course's grader does, and prints the same
-  report; `--html feedback.html` writes the feedback page.
+  the environment you installed into, e.g. `.venv/bin/grade`). It runs every cell in a fresh
+  Python, as the course's grader does, and prints the same report; `--html feedback.html` writes
+  the feedback page. Every pack installs the same `grade`, which checks each notebook with the pack
+  of its assignment, or says which pack to install. `python -m {package} {template}` is the same
+  command, for when `grade` is missing (uninstalling any pack removes the `grade` they share:
+  `pip install --force-reinstall --no-deps {wheel}` brings it back).
 
 Either way you get:
 
@@ -250,41 +351,50 @@ def build_pack(name: str, out_dir: Path) -> Path:
         raise GraderError(f"no student_template/{loaded.spec.id}.ipynb to hand out")
     raw = tomllib.loads((loaded.folder / assignments.SPEC_FILE).read_text(encoding="utf-8"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir / f".pack-{loaded.spec.id}"
+    assignment_id = loaded.spec.id
+    name = pack_package(assignment_id)
+    staging = out_dir / f".pack-{assignment_id}"
     shutil.rmtree(staging, ignore_errors=True)
-    package = staging / "grader"
+    package = staging / name
     source = Path(__file__).resolve().parent.parent
     for file in packed_files(source):
         target = package / file.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(file, target)
-    folder = package / "_assignments" / loaded.spec.id
+        text = file.read_text(encoding="utf-8")
+        target.write_text(rewrite_imports(text, name, str(file.relative_to(source.parent))), encoding="utf-8")
+    folder = package / "_assignments" / assignment_id
     folder.mkdir(parents=True)
     public = public_spec(loaded, raw)
     (folder / assignments.PACKED_SPEC_FILE).write_text(json.dumps(public, indent=1), encoding="utf-8")
     (folder / "expected.json").write_text(json.dumps(expected_values(loaded, public)), encoding="utf-8")
-    (folder / "references.py").write_text(REFERENCES, encoding="utf-8")
+    (folder / "references.py").write_text(rewrite_imports(REFERENCES, name), encoding="utf-8")
     (folder / "checks.py").write_text(CHECKS, encoding="utf-8")
     course = json.dumps({"jax": _course_jax()})
     (package / "_assignments" / "course.json").write_text(course, encoding="utf-8")
-    (package / "__main__.py").write_text(PACKED_MAIN, encoding="utf-8")
-    version = _version()
-    wheel = write_wheel(package, out_dir, version, loaded.spec.id)
+    names = {"assignment": assignment_id, "distribution": pack_distribution(assignment_id), "package": name,
+             "group": GROUP}
+    (package / "__init__.py").write_text(PACKED_INIT.format(**names), encoding="utf-8")
+    (package / "__main__.py").write_text(PACKED_MAIN.format(**names), encoding="utf-8")
+    for old in out_dir.glob(f"{name}-*-py3-none-any.whl"):  # this assignment's pack made before
+        old.unlink()
+    wheel = write_wheel(package, out_dir, pack_version(package), assignment_id)
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copy(template, out_dir / template.name)
     (out_dir / "STUDENTS.md").write_text(STUDENTS.format(
         title=loaded.spec.title, wheel=wheel.name, template=template.name, jax_minimum=JAX_MINIMUM,
-        python_minimum=PYTHON_MINIMUM, course_jax=_course_jax()), encoding="utf-8")
+        python_minimum=PYTHON_MINIMUM, course_jax=_course_jax(), **names), encoding="utf-8")
     return wheel
 
 
 def write_wheel(package: Path, out_dir: Path, version: str, assignment_id: str) -> Path:
     """A pure-Python wheel of `package` (PEP 427): the files, then METADATA, WHEEL and RECORD.
-    Written directly: building needs no setuptools on the instructor's machine."""
-    name = DISTRIBUTION.replace("-", "_")
+    Written directly: building needs no setuptools on the instructor's machine. Its entry points:
+    the `grade` command (the same launcher in every pack) and the pack itself in `jax_course.packs`."""
+    name = package.name  # pack_package(assignment_id): also the wheel's escaped distribution name
+    distribution = pack_distribution(assignment_id)
     info = f"{name}-{version}.dist-info"
     metadata_text = "\n".join([
-        "Metadata-Version: 2.1", f"Name: {DISTRIBUTION}", f"Version: {version}",
+        "Metadata-Version: 2.1", f"Name: {distribution}", f"Version: {version}",
         f"Summary: Self-check for the JAX course's {assignment_id}: the public checks, in your notebook",
         f"Requires-Python: >={PYTHON_MINIMUM}", f"Requires-Dist: jax>={JAX_MINIMUM}",
         "Requires-Dist: numpy>=1.24", "Requires-Dist: pydantic>=2.5", "Requires-Dist: flatbuffers>=24",
@@ -294,9 +404,9 @@ def write_wheel(package: Path, out_dir: Path, version: str, assignment_id: str) 
     files[f"{info}/METADATA"] = metadata_text.encode()
     files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: grade pack\nRoot-Is-Purelib: true\n"
                               b"Tag: py3-none-any\n")
-    files[f"{info}/top_level.txt"] = b"grader\n"
-    scripts = "".join(f"{name} = {target}\n" for name, target in CONSOLE_SCRIPTS.items())
-    files[f"{info}/entry_points.txt"] = f"[console_scripts]\n{scripts}".encode()
+    files[f"{info}/top_level.txt"] = f"{name}\n".encode()
+    files[f"{info}/entry_points.txt"] = (f"[console_scripts]\ngrade = {name}.selfgrade.cli:entry\n\n"
+                                         f"[{GROUP}]\n{assignment_id} = {name}\n").encode()
     record = []
     for path, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -310,7 +420,14 @@ def write_wheel(package: Path, out_dir: Path, version: str, assignment_id: str) 
     return wheel
 
 
-def _version() -> str:
+def pack_version(package: Path) -> str:
+    """The grader's version with the digest of what the pack holds as its local label
+    (`0.1.0+3f2a9c1b`): a pack made again after the assignment or the grader changed installs over
+    the one before with a plain `pip install`, and the same content gets the same version."""
     from grader.report import environment
 
-    return environment().grader.replace("+unknown", "")
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{environment().grader.split('+')[0]}+{digest.hexdigest()[:8]}"

@@ -7,7 +7,10 @@ with "not answered yet" on every exercise; every hand-written mutant (`assignmen
 fails exactly the checks its header declares; every mutant the grader derives from the reference
 and the interface (`grader.course.mutation`) loses points on its exercise, unless the spec declares it
 equivalent with a reason; every honest variant keeps full marks; and every check is failed by
-some mutant, so no check is one that cannot fail. Per exercise it reports the domain each declared
+some mutant, so no check is one that cannot fail. A derived mutant the reference gives nothing to
+change in (a loop family and a reference with no loop it knows) is a row "not applicable", with
+the reason, never graded and never a survivor. `mutant_source` gives any mutant's whole source
+(`grade validate --show ID`) without grading anything. Per exercise it reports the domain each declared
 argument is drawn from and what the derived `overfit` and `lookalike` families killed. Everything
 is graded through the batch path (warm kernels, the sandbox; a derived mutant on the exercises it
 changes alone, where its kill is read), and the kill matrix (mutant x check) is kept for the outputs.
@@ -22,6 +25,7 @@ followed by code that is appended, as a last cell, to the reference module solut
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import multiprocessing
 import pickle
@@ -43,11 +47,12 @@ from grader.course.mutation.families import FAMILIES, DerivedMutant, Family, der
 from grader.course.mutation.interface import Interface, derive
 from grader.course.mutation.introspect import ReferenceFacts, introspect
 from grader.domains import describe
-from grader.errors import GraderError, SpecInvalid
+from grader.errors import GraderError, SpecInvalid, UsageError
 from grader.faults import is_internal, one_line
 from grader.inert import MESSAGE_LIMIT, name, terminal
 from grader.options import GradeOptions
 from grader.report import Report
+from grader.spec import AssignmentSpec
 
 SEED = 1
 _FAILS = re.compile(r"^#\s*fails:\s*(?P<ids>.+?)\s*$")
@@ -79,6 +84,8 @@ class MatrixRow(BaseModel):
     requirements: list[str] = Field(default_factory=list, description="the requirements those checks verify")
     survived: bool
     equivalent: str | None = Field(default=None, description="the spec's reason, when declared equivalent")
+    not_applicable: str | None = Field(default=None, description=(
+        "why it could not be made of the reference (it uses no construct its family can change): not graded"))
 
 
 REPORTED_FAMILIES: tuple[Family, ...] = ("overfit", "lookalike")  # reported per exercise
@@ -100,6 +107,7 @@ class FamilyTally(BaseModel):
     killed: list[str] = Field(default_factory=list)
     equivalent: list[str] = Field(default_factory=list)
     survived: list[str] = Field(default_factory=list)
+    not_applicable: list[str] = Field(default_factory=list)
 
 
 class ExerciseCoverage(BaseModel):
@@ -119,6 +127,7 @@ class ExerciseCoverage(BaseModel):
         tallies = [f"{family} killed {len(t.killed)} of {len(t.killed) + len(t.survived) + len(t.equivalent)}"
                    + (f" ({len(t.equivalent)} equivalent)" if t.equivalent else "")
                    + (f", survivors {', '.join(t.survived)}" if t.survived else "")
+                   + (f", not applicable {', '.join(t.not_applicable)}" if t.not_applicable else "")
                    for family, t in self.families.items()]
         return f"{domains}; " + ("; ".join(tallies) or "no overfit or lookalike mutant derived")
 
@@ -133,6 +142,8 @@ class AssignmentValidation(BaseModel):
     checks: list[str] = Field(default_factory=list, description="every check id, the matrix's columns")
     matrix: list[MatrixRow] = Field(default_factory=list)
     generated: dict[str, int] = Field(default_factory=dict, description="derived mutants per family")
+    not_applicable: dict[str, int] = Field(default_factory=dict, description=(
+        "per family, the derived mutants the reference gives nothing to change in (matrix rows with a reason)"))
     exercises: list[ExerciseCoverage] = Field(default_factory=list, description=(
         "per exercise: the domain each argument is drawn from, the overfit and lookalike families' verdicts"))
 
@@ -276,6 +287,7 @@ class _Validator:
         self.rows: list[Row] = []
         self.matrix: list[MatrixRow] = []
         self.generated: dict[str, int] = {}
+        self.not_applicable: dict[str, int] = {}
         self.exercises: list[ExerciseCoverage] = []
         self.check_ids: list[str] = []
         self._on_row = on_row
@@ -309,7 +321,8 @@ class _Validator:
 
     def result(self) -> AssignmentValidation:
         return AssignmentValidation(assignment=self.name, rows=self.rows, checks=self.check_ids,
-                                    matrix=self.matrix, generated=self.generated, exercises=self.exercises)
+                                    matrix=self.matrix, generated=self.generated, exercises=self.exercises,
+                                    not_applicable=self.not_applicable)
 
     def plan(self) -> tuple[Assignment, list[_Item]] | None:
         """The assignment and what will be graded (None when its spec does not load)."""
@@ -325,6 +338,8 @@ class _Validator:
         if mismatch is not None:
             self.row(FOLDER_NAME_ITEM, False, mismatch)
         self._requirements(loaded)
+        self._functions(loaded)
+        self._hints(loaded)
         return loaded, self._items(loaded)
 
     def run(self) -> AssignmentValidation:
@@ -379,6 +394,26 @@ class _Validator:
         self.row("every requirement has a check", not problems,
                  "; ".join(problems) or f"{count} requirements", kind="coverage")
 
+    def _hints(self, loaded: Assignment) -> None:
+        """A hidden check's hint (what a student reads of its failure) names no number the
+        exercise's own words do not: a number there would be a hidden value or its range."""
+        problems = [f"{exercise_id}.{check_id}: {problem}" for exercise_id, check_id, problem in hint_problems(loaded.spec)]
+        hidden = sum(1 for e in loaded.spec.exercises for c in e.checks if c.hidden)
+        self.row(HINTS_ITEM, not problems, "; ".join(problems) or f"{hidden} hidden checks", kind="coverage")
+
+    def _functions(self, loaded: Assignment) -> None:
+        """How each function is judged, as the spec declares it from its text: one row, listing
+        them ("tax_switch traced, step either, pure, ..."), failed when a function a check calls is
+        not declared."""
+        undeclared = loaded.spec.undeclared()
+        said = []
+        for function in loaded.spec.functions.values():
+            rules = [function.judged] + (["pure"] if function.pure else []) + \
+                    [f"calls {', '.join(rule.name for rule in function.calls)}"] * bool(function.calls)
+            said.append(f"{function.name} {', '.join(rules)}")
+        self.row(FUNCTIONS_ITEM, not undeclared, "; ".join(undeclared) or "; ".join(said) or "no functions",
+                 kind="coverage")
+
     def _items(self, loaded: Assignment) -> list[_Item]:
         root = loaded.folder.parent.parent  # the course: assignments/<id>/ beside solutions/, student_template/
         items: list[_Item] = []
@@ -415,12 +450,29 @@ class _Validator:
                      bug=True, kind="derived")
             return items
         for family in FAMILIES:
-            self.generated[family] = sum(1 for m in derived if m.family == family)
+            self.generated[family] = sum(1 for m in derived if m.family == family and m.not_applicable is None)
+            self.not_applicable[family] = sum(1 for m in derived if m.family == family and m.not_applicable)
         for index, d in enumerate(derived):
             kind: Kind = "honest" if d.honest else "derived"
+            if d.not_applicable is not None:
+                planning, self._rank = self._rank, len(items) + 1  # in the results, where its item would be
+                self._not_applicable(loaded, d, kind)
+                self._rank = planning
+                continue
             items.append(_Item(key=f"{'honest' if d.honest else 'derived'} {d.name}", kind=kind, derived=d,
                                path=self._write(f"derived-{index:03d}", d.submission)))
         return items
+
+    def _not_applicable(self, loaded: Assignment, d: DerivedMutant, kind: Kind) -> None:
+        """A row (and a matrix row) for a mutant the reference gives nothing to change in: it is
+        not graded, and a declaration that it is equivalent is stale."""
+        declared = _equivalences(loaded).get(d.name)
+        self.row(f"{kind} {d.name}", declared is None, f"not applicable: {d.not_applicable}" + (
+            "; it is declared equivalent: remove the declaration" if declared is not None else ""), kind=kind)
+        self._add_matrix(MatrixRow(mutant=d.name, family=d.family, summary=d.summary, exercises=d.exercises,
+                                   killed_by=[], expected=d.expected,
+                                   requirements=self._requirements_of(loaded, d.expected), survived=False,
+                                   not_applicable=d.not_applicable))
 
     def _write(self, folder: str, text: str) -> Path:
         path = self.scratch / folder / f"{self.name}.py"
@@ -552,6 +604,7 @@ class _Validator:
         if self.families is not None:
             return  # a partial run cannot tell a stale declaration
         made = {i.derived.name for i in items if i.derived is not None}
+        made |= {r.mutant for r in self.matrix if r.not_applicable}  # their rows say so
         unknown = sorted(set(_equivalences(loaded)) - made)
         if unknown:
             self.row("equivalent declarations name derived mutants", False,
@@ -567,7 +620,8 @@ class _Validator:
             for row in self.matrix:
                 if row.family in REPORTED_FAMILIES and exercise.id in row.exercises:
                     tally = coverage.families.setdefault(row.family, FamilyTally())
-                    verdict = tally.equivalent if row.equivalent else tally.survived if row.survived else tally.killed
+                    verdict = (tally.not_applicable if row.not_applicable else tally.equivalent if row.equivalent
+                               else tally.survived if row.survived else tally.killed)
                     verdict.append(row.mutant)
             self.exercises.append(coverage)
             survivors = [m for t in coverage.families.values() for m in t.survived]
@@ -580,6 +634,28 @@ def _equivalences(loaded: Assignment) -> dict[str, str]:
 
 COVERAGE_ITEM = "every check can fail"
 FOLDER_NAME_ITEM = "folder named as the spec's id"
+FUNCTIONS_ITEM = "every function says how it is judged"
+HINTS_ITEM = "every hidden check's hint names no hidden value"
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*(?:e-?\d+)?")
+
+
+def hint_problems(spec: AssignmentSpec) -> list[tuple[str, str, str]]:
+    """(exercise, check, why) for each hidden check without a hint, or whose hint names a number
+    that the exercise's own words (its title, its requirements, the check's title) do not."""
+    found = []
+    for exercise in spec.exercises:
+        words = " ".join([exercise.title, *(r.text for r in exercise.requirements)])
+        for check in exercise.checks:
+            if not check.hidden:
+                continue
+            if not check.hint:
+                found.append((exercise.id, check.id, "no hint (what a student reads when it fails)"))
+                continue
+            strays = sorted(set(_NUMBER.findall(check.hint)) - set(_NUMBER.findall(words + " " + check.title)))
+            if strays:
+                found.append((exercise.id, check.id, f"its hint names {', '.join(strays)}, which the exercise's "
+                                                     "title and requirements do not (a hidden value or range?)"))
+    return found
 
 
 def folder_name_mismatch(folder: Path, spec_id: str) -> str | None:
@@ -592,6 +668,40 @@ def folder_name_mismatch(folder: Path, spec_id: str) -> str | None:
     return (f"the folder is named {folder.name!r} but its spec's id is {spec_id!r}: rename the folder to "
             f"{spec_id} (notebooks, solutions/{spec_id}.* and reports name the id; the folder is found by "
             "its name)")
+
+
+_ROW_PREFIXES = ("derived ", "honest ", "mutant ")  # a row's item names a mutant so
+
+
+def mutant_source(assignment_name: str, ident: str, families: set[str] | None = None) -> str:
+    """The whole source of the mutant or honest variant `ident` of an assignment (its name in the
+    kill matrix; a row's `derived ` / `honest ` / `mutant ` prefix is accepted): the reference with
+    its cell appended. Nothing is graded (a derived one costs the reference's introspection, a
+    process importing JAX). A mutant the reference gives nothing to change in is a comment with the
+    reason, before the cell it would append, if any. An unknown `ident` is a UsageError naming the
+    near matches."""
+    loaded = assignments.load(assignment_name)
+    wanted = ident.strip()
+    for prefix in _ROW_PREFIXES:
+        wanted = wanted.removeprefix(prefix)
+    reference = loaded.folder.parent.parent / "solutions" / f"{assignment_name}.py"
+    text = reference.read_text(encoding="utf-8") if reference.is_file() else None
+    hand = {m.name: m for m in mutants_of(loaded.folder)}
+    if text is None:
+        raise UsageError(f"{assignment_name}'s mutants are cells appended to solutions/{assignment_name}.py, "
+                         "which does not exist")
+    if wanted in hand:
+        return hand[wanted].submission(text)
+    derived = {d.name: d for d in derived_mutants(loaded, reference, families)}
+    if wanted in derived:
+        found = derived[wanted]
+        if found.not_applicable is None:
+            return found.submission
+        return f"# {found.name}: not applicable: {found.not_applicable}\n" + found.submission
+    close = difflib.get_close_matches(wanted, [*hand, *derived], n=3, cutoff=0.6)
+    raise UsageError(f"{assignment_name} has no mutant or honest variant {ident!r}" + (
+        f"; did you mean {' or '.join(close)}?" if close else
+        f"; `grade validate {assignment_name}` names them all in its kill matrix"))
 
 
 def planned_items(assignment_name: str, families: set[str] | None = None) -> list[str]:

@@ -3,7 +3,8 @@
 The kill matrix has one row per mutant (hand-written, derived, honest) and one column per check
 of the assignment: `x` where the check kills the mutant (does not pass), `.` where it passes, a
 blank where the check belongs to another exercise. A survivor is a mutant no check of its
-exercises kills; an honest variant that any check kills is a check too strict.
+exercises kills; an honest variant that any check kills is a check too strict. A derived mutant the
+reference gives nothing to change in is a row `not applicable`, blank: it was not graded.
 
 Every string that a mutant's grading produced (check messages, which quote answers) is made
 inert before it reaches a terminal, an XML attribute or an HTML page.
@@ -30,12 +31,14 @@ _KILLED, _PASSED, _ELSEWHERE = "x", ".", " "
 
 def _cell(row: MatrixRow, check: str) -> str:
     exercise = check.split(".", 1)[0]
-    if row.family != "honest" and exercise not in row.exercises:
+    if row.not_applicable or (row.family != "honest" and exercise not in row.exercises):
         return _ELSEWHERE
     return _KILLED if check in row.killed_by else _PASSED
 
 
 def _verdict(row: MatrixRow) -> str:
+    if row.not_applicable:
+        return "not applicable"
     if row.family == "honest":
         return "KEPT FULL MARKS" if not row.killed_by else "LOST POINTS"
     if row.survived:
@@ -58,11 +61,13 @@ def matrix_table(result: AssignmentValidation) -> str:
     for row in result.matrix:
         cells = "".join(_cell(row, c) for c in checks)
         lines.append(f"  {name(row.mutant):<{width}}  {row.family:<17}  {cells}  {_verdict(row)}")
-    families = Counter(r.family for r in result.matrix)
+    families = Counter(r.family for r in result.matrix if not r.not_applicable)
     survivors = [r.mutant for r in result.matrix if r.family != "honest" and r.survived and not r.equivalent]
+    skipped = sum(1 for r in result.matrix if r.not_applicable)
     lines.append("")
     lines.append("  " + ", ".join(f"{n} {f}" for f, n in sorted(families.items()))
-                 + f"; survivors: {', '.join(name(s) for s in survivors) or 'none'}")
+                 + f"; survivors: {', '.join(name(s) for s in survivors) or 'none'}"
+                 + (f"; not applicable: {skipped}" if skipped else ""))
     return "\n".join(lines)
 
 
@@ -115,6 +120,8 @@ def page(validation: Validation) -> str:
                              "<td class='p'>.</td>" if mark == _PASSED else "<td></td>")
             bad = (row.family == "honest" and row.killed_by) or (row.survived and not row.equivalent
                                                                   and row.family != "honest")
+            if row.not_applicable:
+                cells = [f"<td colspan='{len(result.checks)}'>{html.escape(text(row.not_applicable))}</td>"]
             body.append(f"<tr class='{'bad' if bad else 'ok'}'><td>{html.escape(row.mutant)}</td>"
                         f"<td>{row.family}</td>{''.join(cells)}<td>{_verdict(row)}</td></tr>")
         parts.append(f"<h3>kill matrix</h3><table><tr><th>mutant</th><th>family</th>{head}<th>verdict</th></tr>"

@@ -13,7 +13,11 @@ defined", which hides the real cause. This finds, for each such name (a check's
 `not_answered`), the failed cell that assigns or defines it, and says so in those checks
 (`not_answered.because`, and the message made from it), with the cell, the line and the error;
 an ImportError also lists the packages the grading kernel has. The cell problem is then marked
-with its exercise, so it is told once.
+with its exercise, so it is told once. A check whose code raised NameError for a name a failed cell
+would have bound (`jnp`, after `import jaxx` failed in the cell that imports jax.numpy as jnp) is
+"not answered" for that cause too, and its message leads with the cell (`NotAnswered.used`): the
+cause first, the same sentence in every check it fails. A failed cell that raised NameError for a
+name an earlier failed cell would have bound is told from that earlier cell: the first cause.
 
 Cells as the student finds them (`in_cells`): "cell 5, line 7", the number Jupyter shows beside
 the cell after Run All, never the file name IPython compiles a cell under ("4245309719.py").
@@ -27,32 +31,57 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from grader.checks.base import CheckOutcome
-from grader.report import CellProblem, CheckResult, ExerciseResult
+from grader.report import CellProblem, CheckResult, ExerciseResult, NotAnswered
 from grader.spec import CheckSpec
 from grader.submission import SourceCell
 
 _DEFINES = re.compile(r"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+_IMPORTS = re.compile(r"^(?:from\s+[\w.]+\s+)?import\s+\(?([^#\n]+)", re.MULTILINE)
+_NAME_ERROR = re.compile(r"name '([A-Za-z_]\w*)' is not defined")
 COURSE_PACKAGES = ("jax", "jaxlib", "numpy", "scipy", "matplotlib", "pandas", "optax", "flax", "equinox",
                    "chex")
 
 
 def defined_names(source: str) -> set[str]:
-    """Names a cell binds at its top level (assignments, def, class, imports)."""
+    """Names a cell binds at module level (assignments, def, class, imports: `import jax.numpy as
+    jnp` binds `jnp`, `import jax.numpy` binds `jax`), in the blocks of its `if`, `try`, `with` and
+    `for` statements too, never inside a function or class. A cell that does not parse (a syntax
+    error runs none of it) is read line by line: its definitions, assignments and imports."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # a cell that does not parse
-        return {m.group(1) or m.group(2) for m in _DEFINES.finditer(source)}
+        names = {m.group(1) or m.group(2) for m in _DEFINES.finditer(source)}
+        for m in _IMPORTS.finditer(source):
+            for alias in m.group(1).rstrip(" )\\").split(","):
+                words = alias.split()
+                if words and words[-1] != "*":
+                    names.add(words[-1] if len(words) == 3 and words[1] == "as" else words[0].split(".")[0])
+        return {n for n in names if n.isidentifier()}
     names: set[str] = set()
-    for node in tree.body:
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            names.add(node.name)  # its body binds names of its own scope
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+            pending.extend(ast.iter_child_nodes(node))
+        elif not isinstance(node, (ast.Lambda, ast.comprehension, ast.ListComp, ast.SetComp, ast.DictComp,
+                                   ast.GeneratorExp)):
+            pending.extend(ast.iter_child_nodes(node))
     return names
+
+
+def undefined_name(ename: str | None, evalue: str | None) -> str | None:
+    """The name a NameError was raised for ("name 'jnp' is not defined"), else None."""
+    if ename != "NameError" or not evalue:
+        return None
+    found = _NAME_ERROR.search(evalue)
+    return found.group(1) if found else None
 
 
 def grading_packages() -> str:
@@ -167,12 +196,42 @@ def attribute(exercises: list[ExerciseResult], cells: list[SourceCell],
     if not failed_cells:
         return exercises, problems
     definers: dict[str, CellProblem] = {}
+    earlier: dict[int, dict[str, CellProblem]] = {}  # per failed cell, the names failed cells before it bind
     for cell in cells:
         problem = failed_cells.get(cell.index)
         if problem is not None:
+            earlier[cell.index] = dict(definers)
             for name in defined_names(cell.source):
                 definers.setdefault(name, problem)
     told: dict[int, str] = {}
+
+    def cause(problem: CellProblem, exercise: str) -> str:
+        """What the cell `problem` raised, told from its first cause: a cell that raised NameError for a
+        name an earlier failed cell would have bound failed because of that cell ("cell 1, line 3 raised
+        ModuleNotFoundError: ..., so `np` is not defined in cell 2"). Every cell it names is marked told."""
+        chain, lacked = [problem], []  # the first cause first; lacked[k]: the name chain[k + 1] raised for
+        while (name := undefined_name(chain[0].ename, chain[0].message)) is not None:
+            before = earlier.get(chain[0].cell, {}).get(name)
+            if before is None or before in chain:
+                break
+            chain.insert(0, before)
+            lacked.insert(0, name)
+        for p in chain:
+            told.setdefault(p.cell, exercise)
+        said = _cause(chain[0])
+        for p, name in zip(chain[1:], lacked):
+            said += f", so `{name}` is not defined {'at' if p.where.startswith('line ') else 'in'} {p.where}"
+        return said
+
+    def not_answered_for(check: CheckResult, used: NotAnswered) -> CheckResult:
+        return check.model_copy(update={"status": "failed", "message": used.message, "reason": "not_answered",
+                                        "not_answered": used, "same_as": None,
+                                        "requirements": [],  # not a sentence missed: a cell failed
+                                        "counterexample": check.counterexample or check.message})
+
+    # a name a check may tell: one that a check showing its exception's text raised for. A `pass_fail`
+    # check's own NameError could name a hidden value (code run on it may build the name it looks up)
+    tellable = {c.undefined for e in exercises for c in e.checks if c.undefined and c.reveal != "pass_fail"}
     out = []
     for exercise in exercises:
         checks = []
@@ -181,11 +240,22 @@ def attribute(exercises: list[ExerciseResult], cells: list[SourceCell],
             untold = missing is not None and not missing.defined and missing.because is None
             problem = definers.get(missing.name) if missing is not None and untold else None
             if missing is not None and problem is not None:
-                told.setdefault(problem.cell, exercise.id)
-                missing = missing.model_copy(update={"because": _cause(problem)})
+                missing = missing.model_copy(update={"because": cause(problem, exercise.id)})
                 check = check.model_copy(update={"message": missing.message, "not_answered": missing})
+            elif (check.status != "passed" and check.reason != "not_answered" and check.undefined in definers
+                  and check.undefined in tellable):
+                # the student's code raised NameError for a name a failed cell would have bound: that
+                # cell is the cause, told first, the same in every check it fails (never the NameError)
+                assert check.undefined is not None
+                check = not_answered_for(check, NotAnswered(
+                    name=check.undefined, because=cause(definers[check.undefined], exercise.id), used=True))
             checks.append(check)
         out.append(exercise.model_copy(update={"checks": checks}))
+    # a check that points to one of those for its cause (`same_cause`) has that cause too
+    used_by = {c.id: c.not_answered for e in out for c in e.checks if c.not_answered and c.not_answered.used}
+    out = [e.model_copy(update={"checks": [not_answered_for(c, used_by[c.same_as])
+                                           if c.reason == "same_cause" and c.same_as in used_by else c
+                                           for c in e.checks]}) for e in out]
     marked = [p.model_copy(update={"exercise": told[p.cell]}) if p.cell in told else p for p in problems]
     return out, marked
 
@@ -228,6 +298,8 @@ def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str,
     elif outcome.cause == "values":
         message, cause = f"same wrong values as {other}; this check is judged once they are right", \
             "same_values"
+    elif outcome.cause == "raised":
+        message, cause = f"same error as {other}; this check is judged once it runs", "same_raised"
     else:
         message, cause = f"same tracing error as {other}; this check is judged once it traces", "same_trace"
     return outcome.model_copy(update={"message": message, "cause": cause, "reason": "same_cause",
@@ -252,6 +324,8 @@ def _rank(position: int, failure: Failure) -> tuple[bool, bool, int, int]:
     the first tells it."""
     if failure.outcome.cause == "trace":
         return (False, False, 0, position)
+    if failure.outcome.cause == "raised":  # the same exception everywhere: the first visible call tells it
+        return (False, failure.spec.hidden, 0, position)
     follows = _no_evidence(failure) or failure.echo
     return (follows, failure.spec.hidden, len(failure.spec.verifies) or 99, position)
 
@@ -282,7 +356,7 @@ def one_message_per_cause(failures: list[Failure | None]) -> list[CheckOutcome |
     raised) points to it by its title. `None` (a check not judged at this stage) stays None."""
     groups: dict[tuple[str, str], list[tuple[int, Failure]]] = {}
     for position, failure in enumerate(failures):
-        if failure is None or failure.outcome.cause not in ("values", "trace"):
+        if failure is None or failure.outcome.cause not in ("values", "trace", "raised"):
             continue
         function = subject(failure.spec)
         if function:
@@ -292,7 +366,7 @@ def one_message_per_cause(failures: list[Failure | None]) -> list[CheckOutcome |
         lead_position, lead = min(members, key=lambda m: _rank(*m))
         if _no_evidence(lead):
             out[lead_position] = _told_by_its_values(lead)
-        if cause == "trace":
+        if cause in ("trace", "raised"):
             members = members + [(position, failure) for position, failure in enumerate(failures)
                                  if failure is not None and subject(failure.spec) == function
                                  and _raised_as(failure, lead)]

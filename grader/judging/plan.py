@@ -18,7 +18,8 @@ from grader.checks.base import CheckOutcome
 from grader.errors import UsageError
 from grader.judging.reveal import Stage, judged_now
 from grader.judging.verification import Verifying, verify_all
-from grader.kernel.protocol import ExportRequest, Observation, PyScalar, Request
+from grader.checks.program import EagerFallback
+from grader.kernel.protocol import CallRequest, ExportRequest, Observation, PyScalar, Request
 from grader.spec import ExerciseSpec
 
 Plan = list[tuple[ExerciseSpec, list[Check]]]
@@ -114,7 +115,8 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
                 on_stage: Callable[[str], None] | None = None) -> dict[str, Observation]:
     """One probe batch per exercise (in `probe_order`), its hidden checks' in a second round
     (`hidden_last`), so a hang in one exercise costs only that exercise; a request that several
-    checks share is asked once, with the first. `on_exercise` gets each batch's checks as soon as
+    checks share is asked once, with the first. A function judged 'either' that could not be
+    traced is then called eagerly (`_untraced`), in the same batch. `on_exercise` gets each batch's checks as soon as
     the kernel has answered them (the verifier starts on them meanwhile)."""
     observations: dict[str, Observation] = {}
     asked: set[str] = set()
@@ -130,9 +132,21 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
         hidden = any(spec.hidden and f"{exercise.id}.{spec.id}" == checks[0].full_id for spec in exercise.checks)
         observations.update(_hidden_values_if_needed(prober, requests, probe_timeout) if hidden
                             else prober.observe(requests, probe_timeout))
+        eager = [call for check in checks for call in _untraced(check, observations) if call.id not in asked]
+        if eager:
+            asked.update(call.id for call in eager)
+            observations.update(prober.observe(list({call.id: call for call in eager}.values()), probe_timeout))
         if on_exercise is not None:
             on_exercise(checks, observations)
     return observations
+
+
+def _untraced(check: Check, observations: dict[str, Observation]) -> list[CallRequest]:
+    """The eager calls of a function judged 'either' whose export raised: its text allows jax.jit
+    and does not require it, so what cannot be traced is called as plain Python."""
+    fallbacks: list[EagerFallback] = getattr(check, "fallbacks", lambda: [])()
+    return [fallback.call for fallback in fallbacks
+            if any((o := observations.get(e.id)) is not None and o.status == "raised" for e in fallback.exports)]
 
 
 def _hidden_values_if_needed(prober: Prober, requests: list[Request], timeout: float) -> dict[str, Observation]:

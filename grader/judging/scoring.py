@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from grader.checks.base import CheckOutcome
+from grader.judging.attribution import undefined_name
 from grader.report import CheckResult, ExerciseResult, Tally
 from grader.spec import CheckSpec, ExerciseSpec
 
@@ -28,6 +29,7 @@ def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome,
         reason=outcome.reason,
         not_answered=outcome.not_answered,
         same_as=outcome.same_as,
+        undefined=undefined_name(outcome.raised.ename, outcome.raised.evalue) if outcome.raised else None,
     )
 
 

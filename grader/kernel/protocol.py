@@ -257,19 +257,22 @@ class ValueRequest(_Wire):
 
 
 class CallRequest(_Wire):
-    """Call `target` on each call in turn (optionally wrapped in `jax.jit`) and return results."""
+    """Call `target` on each call in turn, as a cell calls it, and return results."""
 
     op: Literal["call"] = "call"
     id: str
     target: str
     calls: list[Call]
-    jit: bool = False
     set_globals: dict[str, Value] = Field(
         default_factory=dict, description="bound in the namespace during the calls, then restored"
     )
     count_calls: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = Field(
         default=None, description="a function of the namespace whose calls are counted during each call: "
-        "the name is bound to a counting wrapper for the calls, then restored")
+        "the name is bound to a counting wrapper for the calls, then restored; JAX's caches are cleared "
+        "before each call, so a jitted function traces (and calls its helpers) again")
+    watch: bool = Field(default=False, description=(
+        "report what each call changed outside the function (globals, closures, arguments, random state), "
+        "JAX's caches cleared before each call: a pure check"))
 
 
 class TraceRequest(_Wire):
@@ -343,6 +346,8 @@ class Raised(_Wire):
     ename: Text
     evalue: Text
     line: Annotated[int, Field(ge=0)] | None = None
+    function: Annotated[str, Field(max_length=120, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = Field(
+        default=None, description="the student's function whose line that is (a claim: it only words the message)")
 
 
 class Parameter(_Wire):
@@ -369,6 +374,8 @@ class ValuesResult(_Wire):
     counts: list[Annotated[int, Field(ge=0, le=MAX_COUNTED)]] | None = Field(
         default=None, max_length=10_000, description="a call request with `count_calls`: per call, how many "
         "times the counted function was called (a claim of the student's process)")
+    mutated: list[Text] | None = Field(default=None, max_length=16, description=(
+        "a call request with `watch`: what the calls changed outside the function, in words (a claim)"))
 
 
 class TraceResult(_Wire):

@@ -10,6 +10,7 @@ request that hung, not the exercises after it.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ from grader.kernel.protocol import (
     measure,
 )
 from grader.report import CellProblem
-from grader.submission import SourceCell, Submission
+from grader.submission import SourceCell, Submission, file_statement
 
 PROBE_PATH = KERNEL_INSIDE / "runtime.py"
 MAX_RESTARTS = 4  # per phase: the student's cells, then each exercise's probe batch
@@ -107,6 +108,20 @@ def _capped(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
 
 
+_KERNEL_FOLDER = re.compile(r"/(?:[^\s'\"/]+/)*grade-\d+-[^\s'\"/]*/")
+"""A kernel's working folder in a path (grader/runtime_paths.py names it `grade-<pid>-...`): where a
+module's `__file__` lies (`file_statement`), the student's code's HOME too."""
+ALONE = "the grader runs the submitted file alone (files beside it are not handed in)"
+
+
+def as_handed_in(ename: str | None, evalue: str) -> str:
+    """An exception's text as the student can read it: the paths it names without the kernel's
+    temporary folder (a file beside the submission is 'data.csv', as the code names it), and a file
+    not found told as what it is: not handed in."""
+    said = _KERNEL_FOLDER.sub("", evalue)
+    return f"{said}; {ALONE}" if ename == "FileNotFoundError" else said
+
+
 def _where(submission: Submission, cell: SourceCell) -> str:
     if submission.kind == "module":
         return f"line {cell.first_line}"
@@ -167,6 +182,7 @@ class Session:
             return False
         self.restarts += 1
         kernel = self._new_kernel()
+        self._prepare(kernel)
         for cell in self._completed:
             budget = min(self.cell_timeout, self._remaining())
             if budget <= 0:
@@ -181,8 +197,16 @@ class Session:
         else:
             self.problems_omitted += 1
 
+    def _prepare(self, kernel: Kernel) -> None:
+        """A module's namespace gets its `__file__` before its first statement runs (`file_statement`)."""
+        statement = file_statement(self.submission)
+        budget = min(self.cell_timeout, self._remaining())
+        if statement is not None and budget > 0:
+            _own(kernel.run(statement, budget), "setting the module's __file__")
+
     def run_student_cells(self) -> None:
         kernel = self._kernel.start() if self._kernel is not None else self._new_kernel()
+        self._prepare(kernel)
         for cell in self.submission.cells:
             where = _where(self.submission, cell)
             self.on_stage(f"running {where}")
@@ -214,7 +238,8 @@ class Session:
         if run.status == "ok":
             return None
         if run.status == "error":
-            msg = f"{where} raised {run.ename}: {run.evalue}" if run.evalue else f"{where} raised {run.ename}"
+            evalue = as_handed_in(run.ename, run.evalue) if run.evalue else None
+            msg = f"{where} raised {run.ename}: {evalue}" if evalue else f"{where} raised {run.ename}"
         elif run.status == "timeout":
             msg = f"{where} was stopped after {budget:g} s (an endless loop?); the cells after it still ran"
         elif run.evalue and "could not accept" in run.evalue:
@@ -340,6 +365,9 @@ class Session:
             wrong = _wrong_answer(ids[rid], obs)
             if wrong:
                 return Observation(id=rid, status="crashed", detail=f"its answer was malformed ({wrong})")
+            if obs.raised is not None:  # told to the student: never the kernel's temporary folder
+                evalue = as_handed_in(obs.raised.ename, obs.raised.evalue)
+                obs = obs.model_copy(update={"raised": obs.raised.model_copy(update={"evalue": evalue})})
             return obs
         except TooLarge as exc:
             return Observation(id=rid, status="crashed", detail=f"its answer was too large to check ({exc})")

@@ -1,4 +1,5 @@
-"""`python -m grader.selfgrade` is the student pack's `grade` (the pack's `python -m grader` too)."""
+"""`python -m grader.selfgrade` is the student pack's `grade` (in a pack, `python -m jax_course_<id>`
+and `python -m jax_course_<id>.selfgrade`)."""
 
 from grader.selfgrade.cli import entry
 

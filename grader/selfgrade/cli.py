@@ -1,5 +1,9 @@
-"""The student pack's `grade` (and its `python -m grader`): `grade submit.ipynb` checks a notebook
-as the instructor's `grade` grades it, on this machine, and prints the same view.
+"""The student pack's `grade` (and its `python -m jax_course_<id>`): `grade submit.ipynb` checks a
+notebook as the instructor's `grade` grades it, on this machine, and prints the same view.
+
+Every pack installs this same command: it checks the notebook with the pack of the notebook's
+assignment, among the packs installed (`assignment_choice.choose_pack`), or says in one sentence which pack to
+install.
 
 Every visible check is judged; hidden checks, predictions and quiz answers say "checked when you
 hand in". The options and exit codes are the instructor's `grade`'s for one file (grader/cli.py):
@@ -11,6 +15,8 @@ process at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import sys
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING
 from grader import interrupts
 from grader.errors import GraderError, UsageError
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
+from grader.selfgrade import packs
 from grader.usage import Parser
 
 if TYPE_CHECKING:
@@ -43,9 +50,22 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest=dest, nargs=0, help="show the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        from grader.selfgrade.grading import pack_environment
+        from importlib import metadata
 
-        print(f"grade (the student pack: {pack_environment().grader})")
+        from grader.selfgrade.grading import pack_environment
+        from grader.submission import pack_distribution
+
+        if packs.this_pack() is None:
+            print(f"grade (the student pack: {pack_environment().grader})")
+        else:
+            shown = []
+            for assignment in packs.installed():
+                try:
+                    version = metadata.version(pack_distribution(assignment))
+                except metadata.PackageNotFoundError:
+                    version = "not installed"
+                shown.append(f"{pack_distribution(assignment)} {version}")
+            print(f"grade (the student packs: {', '.join(shown)})")
         parser.exit()
 
 
@@ -110,10 +130,11 @@ def _emit(report: Report, args: argparse.Namespace, path: Path) -> None:
     target = Path(args.json) if args.json else path.with_name(f"{path.stem}.report.json")
     try:
         write(report, target)
-        print(f"report: {terminal(target, PATH_LIMIT)}")
     except OSError as exc:
         print(f"grade: could not write the report to {terminal(target, PATH_LIMIT)} "
               f"({terminal(exc.strerror)})", file=sys.stderr)
+        return
+    print(f"report: {terminal(target, PATH_LIMIT)}")  # a closed stdout is not the report's fault
 
 
 def run(argv: list[str]) -> int:
@@ -129,6 +150,12 @@ def run(argv: list[str]) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     path = Path(args.paths[0])
+    assignment = args.assignment
+    own = packs.this_pack()
+    if own is not None:  # a pack grades with its own assignment folder, and only its assignment
+        if assignment not in (None, own):
+            raise packs.PackMissing(assignment, packs.installed(), asked="-a ")
+        assignment = str(packs.packed_folder(own))
     first = None
     if path.is_file():  # Python boots (and imports JAX) while the grader imports and plans
         from grader.selfgrade.child import Child
@@ -138,7 +165,7 @@ def run(argv: list[str]) -> int:
     try:
         from grader.selfgrade.grading import grade_notebook
 
-        report = grade_notebook(path, assignment=args.assignment, timeout=args.timeout, on_stage=progress,
+        report = grade_notebook(path, assignment=assignment, timeout=args.timeout, on_stage=progress,
                                 first=first)
     finally:
         progress.close()
@@ -160,10 +187,35 @@ def _below(report: Report, fail_under: float | None) -> bool:
     return 100.0 * report.score / report.max_score < fail_under
 
 
-def main(argv: list[str] | None = None) -> int:
+def _elsewhere(argv: list[str]) -> tuple[str, dict[str, str]] | None:
+    """(assignment, installed packs) when what `argv` names is checked by another installed pack
+    than this one; None when this one runs it, or says why it cannot (bad usage, --help, an
+    unreadable file: the same sentence whichever pack's `grade` the command is)."""
+    own = packs.this_pack()
+    if own is None or not argv or argv[0] in INSTRUCTOR_COMMANDS and not Path(argv[0]).exists():
+        return None
     try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            args = _parser().parse_args(argv)  # --help and --version exit here: this pack says them
+    except (UsageError, SystemExit):
+        return None
+    if len(args.paths) != 1:
+        return None
+    known = packs.installed()
+    chosen = packs.choose_pack(Path(args.paths[0]), args.assignment, known, packs.this_pack())
+    return None if chosen == own else (chosen, known)
+
+
+def main(argv: list[str] | None = None, *, dispatch: bool = True) -> int:
+    """`grade`: with `dispatch`, a notebook of another installed pack's assignment is checked by
+    that pack's `grade` (in this process, before this one's signal handlers are installed)."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        other = _elsewhere(argv) if dispatch else None
+        if other is not None:
+            return packs.grade_of(*other)(argv)
         with interrupts.handled():
-            return run(sys.argv[1:] if argv is None else argv)
+            return run(argv)
     except GraderError as exc:
         print(f"grade: {terminal(exc, MESSAGE_LIMIT)}", file=sys.stderr)
         return exc.exit_code

@@ -27,11 +27,11 @@ from grader.judging.verification import InBackground
 from grader.options import GradeOptions
 from grader.report import Environment, Isolation, Report, SubmissionRef, environment
 from grader.selfgrade.child import Child
+from grader.selfgrade.packs import this_pack
 from grader.selfgrade.session import NotebookProcess
-from grader.submission import read_submission
+from grader.submission import pack_distribution, read_submission
 from grader.verifier.protocol import VerifierJob, VerifierResult
 
-DISTRIBUTION = "jax-course-selfcheck"  # grader/course/pack.py's wheel
 STAGE: Stage = "self_check"
 UNSANDBOXED = Isolation(sandboxed=False, layers=[], backend="none", missing={
     "all": "the student pack's grade runs your notebook as you, on your own machine"})
@@ -72,12 +72,17 @@ class EachJobItsShare:
 
 
 def pack_environment() -> Environment:
-    """Where this ran: Python, JAX and the pack's version (the instructor's grader is not installed)."""
+    """Where this ran: Python, JAX and the pack's distribution and version (the instructor's
+    grader is not installed; from this checkout, the grader's)."""
     here = environment()
-    try:
-        return here.model_copy(update={"grader": f"{DISTRIBUTION} {metadata.version(DISTRIBUTION)}"})
-    except metadata.PackageNotFoundError:
+    own = this_pack()
+    if own is None:
         return here
+    name = pack_distribution(own)
+    try:
+        return here.model_copy(update={"grader": f"{name} {metadata.version(name)}"})
+    except metadata.PackageNotFoundError:
+        return here.model_copy(update={"grader": name})
 
 
 def grade_notebook(path: str | Path, *, assignment: str | None = None, timeout: float | None = None,

@@ -31,7 +31,7 @@ from grader.kernel.protocol import (
 )
 from grader.report import CellProblem
 from grader.selfgrade.child import Child, Ended, TimedOut
-from grader.submission import SourceCell, Submission
+from grader.submission import SourceCell, Submission, file_statement
 
 MAX_RESTARTS = 4  # per phase: the cells, then each exercise's probe batch (as a kernel Session)
 MAX_CELL_PROBLEMS = 20
@@ -96,6 +96,15 @@ class NotebookProcess:
         child, self._first = self._first or Child(self.folder), None
         self._child = child
         child.wait_ready()
+        statement = file_statement(self.submission, here=True)  # a module's `__file__`, as Python gives it
+        if statement is not None:
+            try:
+                child.send({"op": "cell", "source": statement, "filename": "<__file__>"})
+                child.receive(min(self.cell_timeout, max(self.remaining(), 1.0)))
+            except TimedOut:
+                child.kill()  # the cells that follow restart it, as after a cell that hung
+            except Ended:
+                pass
         return child
 
     def close(self) -> None:

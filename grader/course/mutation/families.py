@@ -14,8 +14,18 @@
 - `output_perturbed`: each output leaf off by a relative 1e-3 and 1e-1, an integer leaf off by
   one, two leaves swapped, a leaf given an extra axis or transposed; a value read by a check
   (a prediction, a quiz answer) changed item by item.
-- `honest`: the reference in another container (list, NamedTuple, registered dataclass), with its
-  helpers renamed, with x64 enabled, rounded differently: these must keep full marks.
+- `honest`: the reference in another container (a tuple for a list and a list for a tuple,
+  NamedTuple, registered dataclass), with its helpers renamed, with x64 enabled, rounded
+  differently, and in the forms each function's mode allows (un-jitted, on the host, a Python
+  loop, `from jax import numpy as np`: `grader/course/mutation/honest_forms.py`): these must keep
+  full marks.
+
+A family that changes a construct declares the constructs it knows how to change (`REMOVES_CASE`,
+`REMOVES_LOOP` here, the tuples of overfit.py and lookalike.py) and changes those the reference's
+function uses (`introspect.FunctionFacts.uses`). Where the spec asks for a mutant the reference gives
+it nothing to change in, the mutant is recorded as not applicable, with the reason, and never graded;
+so is, as a safety net, any cell whose replacements (`with _replaced(...)`) touch no construct the
+function uses: it would be the reference itself.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from grader.course.mutation import honest_forms, lookalike, overfit, snippets
 from grader.course.mutation.interface import FunctionUse, Interface, NameUse
-from grader.course.mutation.introspect import FunctionFacts, ReferenceFacts
+from grader.course.mutation.introspect import FunctionFacts, ReferenceFacts, changeable, unchangeable
 from grader.course.mutation.sink import Family
 
 FAMILIES: tuple[Family, ...] = ("argument_ignored", "construct_removed", "lookalike", "overfit", "output_perturbed",
@@ -37,6 +47,10 @@ FAMILIES: tuple[Family, ...] = ("argument_ignored", "construct_removed", "lookal
 
 WHILE_UNROLL = 100  # steps a while loop is unrolled to when it is removed (the checks' loops stop sooner)
 MAX_FORI_BOUND = 1000
+REMOVES_CASE = ("switch", "cond")  # without_case computes them as a select
+REMOVES_LOOP = ("while_loop", "fori_loop", "scan", "map")  # without_while unrolls them in Python
+REMOVES_VMAP = ("vmap",)  # without_vmap maps with lax.map instead: a loop over the elements
+_REPLACED = re.compile(r"with _replaced\((?P<names>[^)]*)\):")
 
 
 class DerivedMutant(BaseModel):
@@ -49,6 +63,9 @@ class DerivedMutant(BaseModel):
     expected: list[str] = Field(default_factory=list, description=(
         "a mutant: the checks that should kill it; an honest variant: the checks it must pass (all when empty)"))
     submission: str
+    not_applicable: str | None = Field(default=None, description=(
+        "why this mutant cannot be made of the reference (it uses no construct the family can change): "
+        "then it is never graded, and `submission` is empty or the cell that would change nothing"))
 
     @property
     def honest(self) -> bool:
@@ -75,9 +92,26 @@ class _Builder:
         while name in taken:  # two constants with one label (two arrays)
             name, n = f"{base}_{n}", n + 1
         code = snippets.cell(name, target or use.name, body)
+        replaced = _REPLACED.search(code)
+        if replaced is not None:  # the safety net: a cell that replaces nothing the function calls
+            names = re.findall(r"(\w+)=", replaced["names"])
+            facts = self.facts.functions.get(target or use.name)
+            used = facts.uses() if facts is not None else None
+            if used is not None and not used & set(names):
+                self.not_applicable(name, family, use, (
+                    f"its cell replaces {', '.join(names)}, which {target or use.name} never calls: it would be the "
+                    "reference itself"), expected, summary, submission=self.reference + code)
+                return
         self.made.append(DerivedMutant(name=name, family=family, summary=summary, exercises=list(use.exercises),
                                        expected=sorted(expected if expected is not None else use.checks),
                                        submission=self.reference + code))
+
+    def not_applicable(self, name: str, family: Family, use: FunctionUse | NameUse, reason: str,
+                       expected: list[str] | None = None, summary: str = "", submission: str = "") -> None:
+        self.made.append(DerivedMutant(name=name, family=family, summary=summary or reason,
+                                       exercises=list(use.exercises),
+                                       expected=sorted(expected if expected is not None else use.checks),
+                                       submission=submission, not_applicable=reason))
 
     # ------------------------------------------------------------------ argument ignored
 
@@ -101,25 +135,44 @@ class _Builder:
         if requires_jit and facts is not None and facts.jitted:
             self.add(f"{name}.without_jit", "construct_removed", f"{name} is not wrapped in jax.jit", use,
                      snippets.without_jit(name), requires_jit)
+        elif requires_jit and facts is not None and not facts.error:
+            self.not_applicable(f"{name}.without_jit", "construct_removed", use,
+                                f"{name} is not a jax.jit result in the reference: there is no jit to take away",
+                                requires_jit)
         for position in use.varying:
             self.add(f"{name}.arg{position}_static", "construct_removed",
                      f"{name} marks argument {position + 1} static", use,
                      snippets.made_static(name, position), use.compile_checks)
         ops = {op: [n.check for n in use.structure if op in n.contains] for n in use.structure for op in n.contains}
         if "case" in ops:
-            self.add(f"{name}.without_case", "construct_removed",
-                     f"{name} computes every branch and selects (no lax.switch / lax.cond)", use,
-                     snippets.without_case(name), ops["case"])
+            cases = changeable(facts, REMOVES_CASE)
+            if cases:
+                self.add(f"{name}.without_case", "construct_removed",
+                         f"{name} computes every branch and selects (no {' / '.join('lax.' + c for c in cases)})",
+                         use, snippets.without_case(name, cases), ops["case"])
+            else:
+                self.not_applicable(f"{name}.without_case", "construct_removed", use, unchangeable(
+                    name, facts, REMOVES_CASE, "case this family can compute as a select"), ops["case"])
         if "while" in ops:
-            bound = min(max(use.largest_int, 1), MAX_FORI_BOUND)
-            self.add(f"{name}.without_while", "construct_removed",
-                     f"{name} unrolls its loop in Python (no lax.while_loop / lax.fori_loop)", use,
-                     snippets.without_while(name, WHILE_UNROLL, bound), ops["while"])
+            loops = changeable(facts, REMOVES_LOOP)
+            if loops:
+                bound = min(max(use.largest_int, 1), MAX_FORI_BOUND)
+                self.add(f"{name}.without_while", "construct_removed",
+                         f"{name} unrolls its loop in Python (no {' / '.join('lax.' + c for c in loops)})", use,
+                         snippets.without_while(name, WHILE_UNROLL, bound, loops), ops["while"])
+            else:
+                self.not_applicable(f"{name}.without_while", "construct_removed", use, unchangeable(
+                    name, facts, REMOVES_LOOP, "loop this family can unroll"), ops["while"])
         sized = [n.check for n in use.structure if n.constant_size]
         if sized:
             self.add(f"{name}.loop_over_elements", "construct_removed",
                      f"{name} loops over the array's elements in Python", use,
                      snippets.loop_over_elements(name), sized)
+            used = facts.uses() if facts is not None else None
+            if used is not None and used & set(REMOVES_VMAP):  # an extra form of the same mutant, where it can be
+                self.add(f"{name}.without_vmap", "construct_removed",
+                         f"{name} maps over the elements with lax.map (a loop) instead of jax.vmap", use,
+                         snippets.without_vmap(name), sized)
         if use.structure:
             self.add(f"{name}.host_callback", "construct_removed",
                      f"{name} computes its values in a host callback", use,

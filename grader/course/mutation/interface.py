@@ -17,10 +17,13 @@ from grader.assignment import Assignment
 from grader.cases import Case, materialize
 from grader.spec import (
     AnswerCheck,
+    CallsCheck,
     CompileLimitCheck,
     CustomCheck,
+    EagerCheck,
     InterfaceCheck,
     NumericCheck,
+    PureCheck,
     StructureCheck,
 )
 
@@ -53,10 +56,14 @@ class FunctionUse(BaseModel):
     compile_checks: list[str] = Field(default_factory=list)
     varying: list[int] = Field(default_factory=list, description=(
         "positions a compile check varies with Python scalars: the arguments that must stay traced"))
-    kernel_checks: list[str] = Field(default_factory=list, description=(
-        "checks that call it eagerly in the kernel (source 'kernel'): when they are all its checks, the "
-        "spec judges it as plain Python (grader/course/mutation/honest_forms.py)"))
+    judged: str = Field(default="traced", description=(
+        "how its text has it judged (FunctionSpec.judged): which honest forms it gets "
+        "(grader/course/mutation/honest_forms.py): un-jitted, host NumPy and a Python loop where jit is "
+        "optional, the plain-Python forms where the text prescribes plain Python"))
     sample: list[Any] = Field(default_factory=list, description="the first call's arguments, to introspect it")
+    own_checks: list[str] = Field(default_factory=list, description=(
+        "every check that calls it, whatever its kind (`checks`, and the eager, calls and pure checks, which "
+        "call it in the kernel): what an honest form of it alone must pass (honest_forms.py)"))
 
 
 class NameUse(BaseModel):
@@ -118,10 +125,15 @@ def derive(assignment: Assignment, seed: int) -> Interface:
     """The interface the spec's checks use, with the cases they draw for `seed`."""
     found = Interface()
     per_position: dict[str, dict[int, list[str]]] = {}
+    called_by: dict[str, list[str]] = {}
     for exercise in assignment.spec.exercises:
         for check in exercise.checks:
             full_id = f"{exercise.id}.{check.id}"
+            if isinstance(check, (EagerCheck, CallsCheck, PureCheck)):
+                called_by.setdefault(check.function, []).append(full_id)
             function, cases = check_calls(check, assignment, seed, full_id)
+            if function is not None:
+                called_by.setdefault(function, []).append(full_id)
             if isinstance(check, CustomCheck):
                 for observed in check.observe:
                     _name_use(found, observed, exercise.id, full_id)
@@ -135,8 +147,7 @@ def derive(assignment: Assignment, seed: int) -> Interface:
             if exercise.id not in use.exercises:
                 use.exercises.append(exercise.id)
             use.checks.append(full_id)
-            if getattr(check, "source", "module") == "kernel":
-                use.kernel_checks.append(full_id)
+            use.judged = assignment.spec.judged(function)
             if cases and not use.sample:
                 use.sample = list(cases[0].args)
             for case in cases:
@@ -163,6 +174,8 @@ def derive(assignment: Assignment, seed: int) -> Interface:
                         use.varying.append(position)
     for function, positions in per_position.items():
         found.functions[function].constants = {p: _spread(v) for p, v in sorted(positions.items())}
+    for function, use in found.functions.items():
+        use.own_checks = called_by.get(function, [])
     return found
 
 

@@ -8,13 +8,17 @@ visible checks pass there (the notebook's rows, and the draws of checks that are
 - `<f>.visible_special_cased`: right when the declared arguments are values the visible checks
   pass, off anywhere else;
 - `<f>.loop_capped`: (a function whose program must have a `while`) its `lax.while_loop` stopped
-  after a dozen iterations, its `lax.fori_loop`'s count capped at the largest the visible checks pass;
+  after a dozen iterations, its `lax.fori_loop`'s count (a `lax.scan`'s `length`) capped at the
+  largest the visible checks pass, its `lax.scan` or `lax.map` over an array processing only as many
+  elements as the longest array the visible checks pass (`CAPS`: the loops it knows);
 - `<f>.first_iteration_peeled` / `<f>.last_iteration_peeled`: (a `while` and a declared count) one
-  iteration made outside the `fori_loop`, wrong only for a count of 0;
+  iteration made outside the `fori_loop` or `scan` (`PEELS`), wrong only for a count of 0;
 - `<f>.arg<p>_at_least_1`: (a declared count, no `while` required: a Python loop) the count raised
   to 1, the first step made before the loop.
 
-Each is expected to be killed by the hidden checks that call the function. What the visible
+Each is expected to be killed by the hidden checks that call the function; of a reference that
+uses none of the loops `loop_capped` or the peeled mutants know, they are recorded as not
+applicable, with the reason. What the visible
 checks sample comes from the spec, not from the interface: `sampling` reads it, and
 `grader.course.validate` derives the mutants inside `sampled(...)`; without it this family derives none
 (a synthetic interface has no spec to read).
@@ -32,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from grader.course.mutation import snippets
 from grader.course.mutation.interface import FunctionUse, check_calls
-from grader.course.mutation.introspect import FunctionFacts
+from grader.course.mutation.introspect import FunctionFacts, changeable, unchangeable
 from grader.course.mutation.sink import MutantSink
 from grader.spec import ArgumentDomain
 
@@ -41,6 +45,8 @@ if TYPE_CHECKING:
 
 WHILE_CAP = 12  # "a Newton loop capped at a dozen iterations" (issue 28): survives a up to 1e4
 MAX_SEEN = 256  # distinct visible values a special-cased mutant may list in its code
+CAPS = ("while_loop", "fori_loop", "scan", "map")  # the loops loop_capped can cap
+PEELS = ("fori_loop", "scan")  # the loops whose first or last iteration can be peeled
 
 
 class DeclaredArgument(BaseModel):
@@ -56,6 +62,8 @@ class FunctionSampling(BaseModel):
     arguments: list[DeclaredArgument] = Field(default_factory=list)
     hidden_checks: list[str] = Field(default_factory=list, description="full ids of the hidden checks calling it")
     largest_count: int | None = Field(default=None, description="the largest whole number visible checks pass it")
+    longest: int | None = Field(default=None, description=(
+        "the longest leading axis of an array the visible checks pass it (a scan's or map's length)"))
 
 
 class Sampling(BaseModel):
@@ -102,12 +110,12 @@ def sampling(loaded: Assignment, seed: int) -> Sampling:
             for domain in exercise.domains:
                 if function in domain.functions:
                     for case in cases:
-                        if domain.position < len(case.args):
-                            seen[domain.argument].update(_numbers(case.args[domain.position]))
+                        if domain.position_in(function) < len(case.args):
+                            seen[domain.argument].update(_numbers(case.args[domain.position_in(function)]))
         for domain in exercise.domains:
             for function in domain.functions:
                 entry = found.functions.setdefault(function, FunctionSampling())
-                entry.arguments.append(DeclaredArgument(position=domain.position, domain=domain,
+                entry.arguments.append(DeclaredArgument(position=domain.position_in(function), domain=domain,
                                                         seen=sorted(seen[domain.argument])))
         for function, hidden, full_id, cases in calls:
             entry = found.functions.get(function)
@@ -119,6 +127,10 @@ def sampling(loaded: Assignment, seed: int) -> Sampling:
             counts = [int(a) for case in cases for a in case.args if type(a) is int]
             if counts:
                 entry.largest_count = max([entry.largest_count or 0, *counts])
+            lengths = [int(np.shape(a)[0]) for case in cases for a in case.args
+                       if not isinstance(a, (str, bytes)) and np.ndim(a) >= 1]
+            if lengths:
+                entry.longest = max([entry.longest or 0, *lengths])
     return found
 
 
@@ -136,10 +148,17 @@ def derive(build: MutantSink, use: FunctionUse, facts: FunctionFacts | None) -> 
     name, expected = use.name, entry.hidden_checks
     for argument in entry.arguments:
         if len(argument.seen) >= 2:
-            integer = argument.domain.integer
+            integer, domain = argument.domain.integer, argument.domain
             low, high = _literal(argument.seen[0], integer), _literal(argument.seen[-1], integer)
-            build.add(f"{name}.arg{argument.position}_clipped", "overfit",
-                      f"{name} clips {argument.domain.argument} to [{low}, {high}], the range the visible checks "
+            mutant = f"{name}.arg{argument.position}_clipped"
+            whole = min([domain.low, *domain.values]), max([domain.high, *domain.values])
+            if argument.seen[0] <= whole[0] and argument.seen[-1] >= whole[1]:
+                build.not_applicable(mutant, "overfit", use, (
+                    f"the visible checks already pass {domain.argument} its whole domain [{low}, {high}]: clipped "
+                    "to it, it is the reference on every value the text allows"), expected=expected)
+                continue
+            build.add(mutant, "overfit",
+                      f"{name} clips {domain.argument} to [{low}, {high}], the range the visible checks "
                       "sample", use, snippets.argument_clipped(name, argument.position, low, high), expected)
     seen = {a.position: repr([_literal(v, a.domain.integer) for v in a.seen]).replace("'", "")
             for a in entry.arguments if a.seen}
@@ -151,14 +170,28 @@ def derive(build: MutantSink, use: FunctionUse, facts: FunctionFacts | None) -> 
     counts = [a for a in entry.arguments if a.domain.integer and min([a.domain.low, *a.domain.values]) <= 0]
     if loops:
         cap = entry.largest_count if entry.largest_count else WHILE_CAP
-        build.add(f"{name}.loop_capped", "overfit",
-                  f"{name} stops its while_loop after {WHILE_CAP} iterations and caps its fori_loop at {cap}", use,
-                  snippets.loops_capped(name, WHILE_CAP, cap), expected)
+        length = entry.longest if entry.longest else WHILE_CAP
+        capped = changeable(facts, CAPS)
+        if capped:
+            what = {"while_loop": f"stops its while_loop after {WHILE_CAP} iterations",
+                    "fori_loop": f"caps its fori_loop at {cap}",
+                    "scan": f"scans only the first {length} elements ({cap} steps of a scan over a length)",
+                    "map": f"maps only the first {length} elements"}
+            build.add(f"{name}.loop_capped", "overfit", f"{name} " + " and ".join(what[c] for c in capped), use,
+                      snippets.loops_capped(name, WHILE_CAP, cap, length, capped), expected)
+        else:
+            build.not_applicable(f"{name}.loop_capped", "overfit", use,
+                                 unchangeable(name, facts, CAPS, "loop this family can cap"), expected)
         if counts:
+            peeled = changeable(facts, PEELS)
             for which in ("first", "last"):
-                build.add(f"{name}.{which}_iteration_peeled", "overfit",
-                          f"{name} makes its fori_loop's {which} iteration outside the loop (wrong for a count of 0)",
-                          use, snippets.iteration_peeled(name, which), expected)
+                if peeled:
+                    build.add(f"{name}.{which}_iteration_peeled", "overfit",
+                              f"{name} makes its {' / '.join(peeled)}'s {which} iteration outside the loop (wrong "
+                              "for a count of 0)", use, snippets.iteration_peeled(name, which, peeled), expected)
+                else:
+                    build.not_applicable(f"{name}.{which}_iteration_peeled", "overfit", use,
+                                         unchangeable(name, facts, PEELS, "loop this family can peel"), expected)
     else:
         for argument in counts:
             build.add(f"{name}.arg{argument.position}_at_least_1", "overfit",

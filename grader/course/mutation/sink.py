@@ -20,3 +20,8 @@ class MutantSink(Protocol):
 
     def add(self, name: str, family: Family, summary: str, use: FunctionUse | NameUse, body: str,
             expected: list[str] | None = None, target: str | None = None) -> None: ...
+
+    def not_applicable(self, name: str, family: Family, use: FunctionUse | NameUse, reason: str,
+                       expected: list[str] | None = None, summary: str = "") -> None:
+        """Record that the mutant `name`, which the spec asks for, cannot be made of this
+        reference (it uses no construct the family can change), and why: never graded."""

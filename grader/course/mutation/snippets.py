@@ -3,7 +3,8 @@
 Each cell rebinds one name of the reference. `_orig` is the reference's function and `_inner`
 the Python function under its jax.jit; `_as_original` jits the mutant again when the reference
 was jitted, so the mutation is the only difference. Constructs are removed by replacing the
-`jax.lax` function the reference calls, only while the mutant's function is traced.
+`jax.lax` function (or `jax.vmap`) the reference calls, only while the mutant's function is
+traced: `_replaced(name=_name, ...)`, for the constructs (`constructs`) the reference uses.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def _as_original(fn):
 
 def cell(name: str, target: str, body: str) -> str:
     return HEADER.format(name=name, target=target) + body.strip() + "\n"
+
+
+def _replacements(constructs: tuple[str, ...]) -> str:
+    """`_replaced`'s arguments: each construct replaced by the cell's function of its name."""
+    return ", ".join(f"{c}=_{c}" for c in constructs)
 
 
 def argument_fixed(target: str, position: int, constant: str) -> str:
@@ -70,17 +76,18 @@ def made_static(target: str, position: int) -> str:
     return f"{target} = _jax.jit(_inner, static_argnums=({position},))\n"
 
 
-_REPLACED = '''
+_REPLACING = '''
 @_contextlib.contextmanager
 def _replaced(**functions):
-    kept = {{k: getattr(_jax.lax, k) for k in functions}}
+    modules = {{k: _jax if k == "vmap" else _jax.lax for k in functions}}
+    kept = {{k: getattr(modules[k], k) for k in functions}}
     for k, v in functions.items():
-        setattr(_jax.lax, k, v)
+        setattr(modules[k], k, v)
     try:
         yield
     finally:
         for k, v in kept.items():
-            setattr(_jax.lax, k, v)
+            setattr(modules[k], k, v)
 
 
 def _masked(keep, new, old):
@@ -88,7 +95,8 @@ def _masked(keep, new, old):
 
 
 {helpers}
-
+'''
+_REPLACED = _REPLACING + '''
 
 def _mutant(*args, **kwargs):
     with _replaced({replacements}):
@@ -129,15 +137,119 @@ def _fori_loop(lower, upper, body_fun, init, **kwargs):
     return state
 '''
 
+# A scan and a map unrolled over their (static) length: the same in a mutant and in an honest
+# Python loop (python_loops), where the while and fori loops run as Python's own instead.
+_UNROLLED_SCAN_MAP = '''
+def _scan(f, init, xs=None, length=None, reverse=False, **kwargs):  # a Python loop over its whole length
+    leaves = _jax.tree_util.tree_leaves(xs)
+    n = leaves[0].shape[0] if leaves else int(length)
+    if n == 0:  # nothing to unroll
+        return _lax['scan'](f, init, xs, length=length, reverse=reverse, **kwargs)
+    carry, ys = init, []
+    for i in (range(n - 1, -1, -1) if reverse else range(n)):
+        carry, y = f(carry, _jax.tree_util.tree_map(lambda v: v[i], xs))
+        carry = _jax.lax.optimization_barrier(carry)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    return carry, _jax.tree_util.tree_map(lambda *v: _jnp.stack(v), *ys)
 
-def without_case(target: str) -> str:
-    return _REPLACED.format(helpers=_WITHOUT_CASE.strip(), target=target,
-                            replacements="switch=_switch, cond=_cond")
+
+def _map(f, xs, **kwargs):  # a Python loop over the elements
+    n = _jax.tree_util.tree_leaves(xs)[0].shape[0]
+    if n == 0:
+        return _lax['map'](f, xs, **kwargs)
+    outs = [f(_jax.tree_util.tree_map(lambda v: v[i], xs)) for i in range(n)]
+    return _jax.tree_util.tree_map(lambda *v: _jnp.stack(v), *outs)
+'''
+
+# Python's own loops, for a function whose text allows one (an honest variant): on concrete values,
+# so that a function judged 'either' whose bound or predicate is traced raises, and is then called
+# eagerly. A loop of a jitted helper, traced inside a concrete call, stays the helper's own.
+_PYTHON_WHILE_FORI = '''
+_concrete_call = [False]
 
 
-def without_while(target: str, unroll: int, bound: int) -> str:
-    return _REPLACED.format(helpers=_WITHOUT_WHILE.format(unroll=unroll, bound=bound).strip(), target=target,
-                            replacements="while_loop=_while_loop, fori_loop=_fori_loop")
+def _traced(*values):
+    return any(isinstance(v, _jax.core.Tracer) for v in _jax.tree_util.tree_leaves(values))
+
+
+def _while_loop(cond_fun, body_fun, init):  # while cond_fun(state): state = body_fun(state)
+    state, keep = init, cond_fun(init)
+    if _concrete_call[-1] and _traced(keep):  # a jitted helper's loop
+        return _lax['while_loop'](cond_fun, body_fun, init)
+    while bool(keep):
+        state = body_fun(state)
+        keep = cond_fun(state)
+    return state
+
+
+def _fori_loop(lower, upper, body_fun, init, **kwargs):  # for i in range(lower, upper)
+    if _concrete_call[-1] and _traced(lower, upper):  # a jitted helper's loop
+        return _lax['fori_loop'](lower, upper, body_fun, init, **kwargs)
+    state = init
+    for i in range(int(lower), int(upper)):
+        state = body_fun(i, state)
+    return state
+'''
+
+_PYTHON_LOOPS_CALL = '''
+
+def _mutant(*args, **kwargs):
+    _concrete_call.append(not _traced(args, kwargs))
+    try:
+        with _replaced({replacements}):
+            return _inner(*args, **kwargs)
+    finally:
+        _concrete_call.pop()
+
+
+{target} = _mutant  # not jitted: a Python loop runs on concrete values
+'''
+
+_WITHOUT_VMAP = '''
+def _vmap(fun, in_axes=0, out_axes=0, **kwargs):  # lax.map over the leading axis: a loop over the elements
+    def mapped(*args):
+        axes = tuple(in_axes) if isinstance(in_axes, (list, tuple)) else (in_axes,) * len(args)
+        if any(a not in (0, None) for a in axes) or out_axes != 0 or kwargs:  # not one this cell can write
+            return _lax_vmap(fun, in_axes=in_axes, out_axes=out_axes, **kwargs)(*args)
+        xs = tuple(a for a, axis in zip(args, axes) if axis == 0)
+
+        def one(sliced):
+            it = iter(sliced)
+            return fun(*[next(it) if axis == 0 else a for a, axis in zip(args, axes)])
+        return _lax['map'](one, xs)
+    return mapped
+'''
+
+
+def without_case(target: str, constructs: tuple[str, ...] = ("switch", "cond")) -> str:
+    return _REPLACED.format(helpers=_WITHOUT_CASE.strip(), target=target, replacements=_replacements(constructs))
+
+
+def without_while(target: str, unroll: int, bound: int,
+                  constructs: tuple[str, ...] = ("while_loop", "fori_loop")) -> str:
+    """Each loop of `constructs` unrolled in Python: a while_loop to `unroll` steps, a fori_loop
+    to `bound`, a scan and a map to their (static) length."""
+    helpers = (_ORIGINALS.strip() + "\n\n\n" + _WITHOUT_WHILE.format(unroll=unroll, bound=bound).strip()
+               + "\n\n\n" + _UNROLLED_SCAN_MAP.strip())
+    return _REPLACED.format(helpers=helpers, target=target, replacements=_replacements(constructs))
+
+
+def python_loops(target: str, constructs: tuple[str, ...]) -> str:
+    """An honest variant: each lax loop of `constructs` written as a Python loop (a while_loop as
+    `while`, a fori_loop as `for i in range(...)`, a scan and a map unrolled as `without_while`
+    unrolls them), and the function not jitted: what a text that allows a Python loop accepts."""
+    helpers = (_ORIGINALS.strip() + "\n\n\n" + _PYTHON_WHILE_FORI.strip() + "\n\n\n"
+               + _UNROLLED_SCAN_MAP.strip())
+    return (_REPLACING + _PYTHON_LOOPS_CALL).format(helpers=helpers, target=target,
+                                                   replacements=_replacements(constructs))
+
+
+def without_vmap(target: str) -> str:
+    """jax.vmap replaced by lax.map over the mapped arguments' leading axis."""
+    helpers = _ORIGINALS.strip() + "\n_lax_vmap = _jax.vmap\n\n\n" + _WITHOUT_VMAP.strip()
+    return _REPLACED.format(helpers=helpers, target=target, replacements="vmap=_vmap")
 
 
 def loop_over_elements(target: str) -> str:
@@ -168,6 +280,7 @@ def _mutant(*args):
 
 
 _CONTAINERS = {
+    "tuple": ("", "tuple(leaves)"),
     "list": ("", "list(leaves)"),
     "namedtuple": ("""\
 import collections as _collections
@@ -196,6 +309,55 @@ def _mutant(*args, **kwargs):
 
 
 {target} = _as_original(_mutant)
+'''
+
+
+# ----------------------------------------------------------------------------- honest forms (honest_forms.py)
+
+_HOST_NUMPY = '''
+def _to_host(value):  # a Python number for a scalar, a NumPy array for an array: raises on a tracer
+    if not hasattr(value, "dtype"):  # a Python number already
+        return value
+    kind = _np.dtype(value.dtype).kind
+    if _np.ndim(value) == 0 and kind in "biuf":
+        return bool(value) if kind == "b" else int(value) if kind in "iu" else float(value)
+    return _np.asarray(value)
+
+
+def _from_device(value):
+    return _np.asarray(value) if isinstance(value, _jax.Array) else value
+
+
+def _mutant(*args, **kwargs):
+    args, kwargs = _jax.tree_util.tree_map(_to_host, (args, kwargs))
+    return _jax.tree_util.tree_map(_from_device, _orig(*args, **kwargs))
+
+
+{target} = _mutant  # host values in and out: jax.jit cannot trace it
+'''
+
+
+def host_numpy(target: str) -> str:
+    """An honest variant of a function jit is optional for: its arguments brought to the host
+    first (a scalar as a Python number with float()/int(), an array with np.asarray), its array
+    results returned as NumPy arrays. It cannot be traced, so it is called as plain Python."""
+    return _HOST_NUMPY.format(target=target)
+
+
+def redefined(target: str, source: str, jax_numpy_as: str | None = None) -> str:
+    """The function redefined from `source` (its def, as the reference writes it, changed), executed
+    in the module's globals, or, with `jax_numpy_as`, in its own copy of them where that name is
+    jax.numpy (`from jax import numpy as np`), so that the rest of the module keeps its own."""
+    quotes = "'" * 3  # the def written out as it reads, where a raw string can hold it
+    readable = quotes not in source and not source.rstrip("\n").endswith("\\")
+    code = f"_source = r{quotes}\n{source}{quotes}[1:]\n" if readable else f"_source = {source!r}\n"
+    if jax_numpy_as is None:
+        return code + f"exec(compile(_source, '<{target} redefined>', 'exec'), globals())\ndel _source\n"
+    return code + f'''_globals = dict(globals())  # its own: {jax_numpy_as} is jax.numpy there alone
+exec("from jax import numpy as {jax_numpy_as}", _globals)
+exec(compile(_source, "<{target} with jax.numpy as {jax_numpy_as}>", "exec"), _globals)
+{target} = _globals[{target!r}]
+del _globals, _source
 '''
 
 
@@ -263,6 +425,8 @@ def _mutant(*args, **kwargs):
 _LOOPS = '''
 _real_while_loop = _jax.lax.while_loop
 _real_fori_loop = _jax.lax.fori_loop
+_real_scan = _jax.lax.scan
+_real_map = _jax.lax.map
 '''
 
 _CAPPED = _LOOPS + '''
@@ -279,33 +443,89 @@ def _while_loop(cond_fun, body_fun, init):
 
 def _fori_loop(lower, upper, body_fun, init, **kwargs):
     return _real_fori_loop(lower, _jnp.minimum(upper, {fori_cap}), body_fun, init, **kwargs)
+
+
+def _scan(f, init, xs=None, length=None, reverse=False, **kwargs):  # the first steps only: then carry kept, zeros
+    cap = {length_cap} if _jax.tree_util.tree_leaves(xs) else {fori_cap}
+
+    def step(state, x):
+        carry, i = state
+        new, y = f(carry, x)
+        keep = i < cap
+        return (_masked(keep, new, carry), i + 1), _masked(keep, y, _jax.tree_util.tree_map(_jnp.zeros_like, y))
+
+    (carry, _), ys = _real_scan(step, (init, 0), xs, length=length, reverse=reverse, **kwargs)
+    return carry, ys
+
+
+def _map(f, xs, **kwargs):  # the first elements only; zeros beyond
+    n = _jax.tree_util.tree_leaves(xs)[0].shape[0]
+    k = min(n, {length_cap})
+    head = _real_map(f, _jax.tree_util.tree_map(lambda v: v[:k], xs), **kwargs)
+    return _jax.tree_util.tree_map(lambda h: _jnp.concatenate([h, _jnp.zeros((n - k,) + h.shape[1:], h.dtype)]), head)
+'''
+
+_SCAN_STEPS = '''
+
+def _steps(xs, length):
+    leaves = _jax.tree_util.tree_leaves(xs)
+    n = leaves[0].shape[0] if leaves else int(length)
+    return n, (None if leaves else max(n - 1, 0))
+
+
+def _element(xs, n, at):  # element `at` of xs (zeros when there is none: a length of 0)
+    return _jax.tree_util.tree_map(lambda v: v[at] if n else _jnp.zeros(v.shape[1:], v.dtype), xs)
+
+
+def _joined(first, rest):  # one step's y before the scan's ys
+    return _jax.tree_util.tree_map(lambda a, b: _jnp.concatenate([_jnp.asarray(a)[None], b]), first, rest)
 '''
 
 _PEELED = {
-    "first": _LOOPS + '''
+    "first": _LOOPS + _SCAN_STEPS + '''
 
 def _fori_loop(lower, upper, body_fun, init, **kwargs):
     return _real_fori_loop(lower + 1, upper, body_fun, body_fun(lower, init), **kwargs)
+
+
+def _scan(f, init, xs=None, length=None, reverse=False, **kwargs):  # its first step made before it
+    n, rest_length = _steps(xs, length)
+    carry, y = f(init, _element(xs, n, n - 1 if reverse else 0))
+    rest = _jax.tree_util.tree_map(lambda v: v[:-1] if reverse else v[1:], xs)
+    carry, ys = _real_scan(f, carry, rest, length=rest_length, reverse=reverse, **kwargs)
+    return carry, (_jax.tree_util.tree_map(lambda a, b: _jnp.concatenate([b, _jnp.asarray(a)[None]]), y, ys)
+                   if reverse else _joined(y, ys))
 ''',
-    "last": _LOOPS + '''
+    "last": _LOOPS + _SCAN_STEPS + '''
 
 def _fori_loop(lower, upper, body_fun, init, **kwargs):
     return body_fun(upper - 1, _real_fori_loop(lower, upper - 1, body_fun, init, **kwargs))
+
+
+def _scan(f, init, xs=None, length=None, reverse=False, **kwargs):  # its last step made after it
+    n, rest_length = _steps(xs, length)
+    head = _jax.tree_util.tree_map(lambda v: v[1:] if reverse else v[:-1], xs)
+    carry, ys = _real_scan(f, init, head, length=rest_length, reverse=reverse, **kwargs)
+    carry, y = f(carry, _element(xs, n, 0 if reverse else n - 1))
+    return carry, (_joined(y, ys) if reverse else
+                   _jax.tree_util.tree_map(lambda a, b: _jnp.concatenate([b, _jnp.asarray(a)[None]]), y, ys))
 ''',
 }
 
 
-def loops_capped(target: str, while_cap: int, fori_cap: int) -> str:
-    """A `while_loop` stopped after `while_cap` iterations, a `fori_loop`'s count capped at
-    `fori_cap`: right while the checks' loops stay that short."""
-    return _REPLACED.format(helpers=_CAPPED.format(while_cap=while_cap, fori_cap=fori_cap).strip(), target=target,
-                            replacements="while_loop=_while_loop, fori_loop=_fori_loop")
+def loops_capped(target: str, while_cap: int, fori_cap: int, length_cap: int | None = None,
+                 constructs: tuple[str, ...] = ("while_loop", "fori_loop")) -> str:
+    """A `while_loop` stopped after `while_cap` iterations, a `fori_loop`'s count (and a `scan`'s
+    `length`) capped at `fori_cap`, a `scan` or `map` over `xs` that processes its first
+    `length_cap` elements only: right while the checks' loops stay that short."""
+    helpers = _CAPPED.format(while_cap=while_cap, fori_cap=fori_cap, length_cap=length_cap or fori_cap).strip()
+    return _REPLACED.format(helpers=helpers, target=target, replacements=_replacements(constructs))
 
 
-def iteration_peeled(target: str, which: str) -> str:
-    """The `fori_loop`'s first or last iteration made outside it, unconditionally: right for any
-    count but zero."""
-    return _REPLACED.format(helpers=_PEELED[which].strip(), target=target, replacements="fori_loop=_fori_loop")
+def iteration_peeled(target: str, which: str, constructs: tuple[str, ...] = ("fori_loop",)) -> str:
+    """The `fori_loop`'s (or `scan`'s) first or last iteration made outside it, unconditionally:
+    right for any count but zero."""
+    return _REPLACED.format(helpers=_PEELED[which].strip(), target=target, replacements=_replacements(constructs))
 
 
 def count_at_least_one(target: str, position: int) -> str:
@@ -327,7 +547,7 @@ def _mutant(*args, **kwargs):
 # keeps the values right, so only a structure check that reads what the op does can tell.
 
 _ORIGINALS = '''
-_lax = {k: getattr(_jax.lax, k) for k in ("while_loop", "fori_loop", "scan", "switch", "cond")}
+_lax = {k: getattr(_jax.lax, k) for k in ("while_loop", "fori_loop", "scan", "map", "switch", "cond")}
 '''
 
 _COUNTED = '''
@@ -346,13 +566,14 @@ _BY_FORI = "_lax['fori_loop'](0, {steps}, step, init)"
 _BY_SCAN = "_lax['scan'](lambda s, i: (step(i, s), None), init, _jnp.arange({steps}))[0]"
 
 
-def counted_lookalike(target: str, steps: int, by: str) -> str:
-    """lax.while_loop and lax.fori_loop replaced by a loop of `steps` steps fixed when traced
-    (`by`: "fori_loop" over a Python int, or "scan" of that length), masked to the original's."""
+def counted_lookalike(target: str, steps: int, by: str,
+                      constructs: tuple[str, ...] = ("while_loop", "fori_loop")) -> str:
+    """lax.while_loop and lax.fori_loop (those of `constructs`) replaced by a loop of `steps` steps
+    fixed when traced (`by`: "fori_loop" over a Python int, or "scan" of that length), masked to
+    the original's."""
     counted = (_BY_FORI if by == "fori_loop" else _BY_SCAN).format(steps=steps)
     helpers = _ORIGINALS.strip() + "\n\n\n" + _COUNTED.format(counted=counted).strip()
-    return _REPLACED.format(helpers=helpers, target=target,
-                            replacements="while_loop=_while_loop, fori_loop=_fori_loop")
+    return _REPLACED.format(helpers=helpers, target=target, replacements=_replacements(constructs))
 
 
 _FORI_AS_WHILE = '''
@@ -415,11 +636,11 @@ def _switch(index, branches, *operands):  # lax.switch written as nested lax.con
 '''
 
 
-def case_lookalike(target: str, kind: str) -> str:
-    """lax.switch and lax.cond replaced: `decoy` (the answer from a select, a case on a constant
-    index beside it), `vmapped` (the case batched, which makes it a select), `nested` (switch as
-    nested conds: the same construct)."""
+def case_lookalike(target: str, kind: str, constructs: tuple[str, ...] = ("switch", "cond")) -> str:
+    """lax.switch and lax.cond (those of `constructs`) replaced: `decoy` (the answer from a select,
+    a case on a constant index beside it), `vmapped` (the case batched, which makes it a select),
+    `nested` (switch as nested conds: the same construct)."""
     helpers = {"decoy": _DECOY_CASE, "vmapped": _VMAPPED_CASE, "nested": _NESTED_CONDS}[kind]
-    replacements = "switch=_switch" if kind == "nested" else "switch=_switch, cond=_cond"
+    replaced = tuple(c for c in constructs if kind != "nested" or c == "switch")
     return _REPLACED.format(helpers=_ORIGINALS.strip() + "\n\n\n" + helpers.strip(), target=target,
-                            replacements=replacements)
+                            replacements=_replacements(replaced))

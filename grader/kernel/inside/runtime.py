@@ -10,6 +10,7 @@ logging, so everything the probe relies on is set up at the moment it measures.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -167,10 +168,16 @@ def _cell_frame(exc: BaseException) -> tuple[str, int] | None:
     return found
 
 
-def _cell_line(exc: BaseException) -> int | None:
-    """The line, in the student's cell, of the innermost frame of a cell in the traceback."""
-    frame = _cell_frame(exc)
-    return frame[1] if frame else None
+def _cell_function(exc: BaseException) -> str | None:
+    """The function of the student's that raised: the innermost frame of a cell in the traceback
+    (`bucket_size`, when `mean_any_length` called it), or None at a cell's top level."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if _CELL_FILE.search(tb.tb_frame.f_code.co_filename):
+            found = tb.tb_frame.f_code.co_name
+        tb = tb.tb_next
+    return found if found and found.isidentifier() else None
 
 
 # JAX's names for a traced value, which the chapter calls "a traced value": the classes
@@ -231,9 +238,12 @@ def _in_chapter_words(exc: BaseException, said: str) -> tuple[str, str]:
 def _raised(exc: BaseException) -> dict:
     ename, evalue = _in_chapter_words(exc, _first_sentences(str(exc)))
     raised = {"ename": ename, "evalue": _short(evalue)}
-    line = _cell_line(exc)
-    if line is not None:
-        raised["line"] = line
+    frame = _cell_frame(exc)
+    if frame is not None:
+        raised["line"] = frame[1]
+        function = _cell_function(exc)
+        if function is not None:
+            raised["function"] = _short(function)
     return raised
 
 
@@ -393,22 +403,46 @@ class _CountedCalls:
         return min(count, MAX_COUNTED)
 
 
+def _sibling(name: str) -> Any:
+    """A module beside this one, loaded fresh by path as this one is (never kept in
+    `sys.modules`, where the student's code could reach it between cells)."""
+    import types
+    from importlib.machinery import SourceFileLoader
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    module = types.ModuleType(f"grader_probe_{name}")
+    module.__file__ = path
+    exec(SourceFileLoader(module.__name__, path).get_code(module.__name__), vars(module))
+    return module
+
+
 def op_call(request: dict, namespace: dict) -> dict:
+    """Call the function on each call in turn. With `count_calls` or `watch`, JAX's caches are
+    cleared before each call, so that a jitted function traces again and what its Python does
+    while tracing (the helpers it calls, the globals it changes) happens during this call; with
+    `watch`, what changed outside the function is reported (`state.py`)."""
     import jax
 
     fn = _resolve(namespace, request["target"])
     calls = _calls(request)
-    if request.get("jit") and not hasattr(fn, "lower"):  # already a jit wrapper: same thing
-        fn = jax.jit(fn)
+    fresh = request.get("count_calls") is not None or request.get("watch")
+    state = _sibling("state") if request.get("watch") else None
     overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
     saved = {k: namespace[k] for k in overrides if k in namespace}
     namespace.update(overrides)
-    values, counts = [], []
+    values, counts, mutated = [], [], []
+    held = _JaxLogsHeld() if state else contextlib.nullcontext()
     try:
-        with jax.disable_jit(False), _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
+        with jax.disable_jit(False), held, _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
             for args, kwargs in calls:
+                if fresh:
+                    jax.clear_caches()
+                before = state.snapshot(namespace, fn, args, kwargs) if state else None
                 values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
                 counts.append(counted.take())
+                if state:
+                    changed = state.changes(before, state.snapshot(namespace, fn, args, kwargs))
+                    mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
     finally:
         for k in overrides:
             namespace.pop(k, None)
@@ -416,6 +450,8 @@ def op_call(request: dict, namespace: dict) -> dict:
     result = {"op": "call", "values": values}
     if request.get("count_calls") is not None:
         result["counts"] = counts
+    if state:
+        result["mutated"] = [_short(m) for m in mutated]
     return result
 
 
@@ -558,6 +594,19 @@ class _CacheMisses:
         finally:
             self._warnings.__exit__(None, None, None)
             self._restore_logs()
+
+
+class _JaxLogsHeld(_CacheMisses):
+    """While a watched call runs: JAX's log records (a compile log the student's notebook turned
+    on) go to the grader's handler alone, so a handler of the student's that appends them to a
+    list does not make a pure function look as if it changed that list."""
+
+    def __enter__(self) -> "_JaxLogsHeld":
+        self._capture_logs()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._restore_logs()
 
 
 def _argument_names(fn: Any) -> list[str]:

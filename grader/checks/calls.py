@@ -1,0 +1,88 @@
+"""Calls checks: the helpers a function's text says it uses are called while it runs.
+
+"A Python loop calling step num_steps times" and "by padding to bucket_size(len(x)) and calling
+masked_mean" are rules of the function's `[[exercises.functions]]` entry (`calls`); this check
+calls the function in the kernel, once per helper, with the probe counting that helper's calls
+during each call (`CallRequest.count_calls`: every name bound to the helper or a wrapper of it, and
+a `jax.jit` made of it, counts). JAX's caches are cleared before each call, so a jitted function
+traces again and the helpers its Python calls while tracing count. A count equal to an argument
+tells a Python loop (one call per step) from a `lax.fori_loop` (its body traced once); a helper
+that is never called is a rule of the text not followed. The counts are the student's process's
+claims: they can only be about the student's own function.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grader.cases import materialize
+from grader.checks.base import PASSED, CheckOutcome, Context, ModuleRun, Seen, failed, result_of
+from grader.checks.eager import aliased_calls
+from grader.checks.numeric import _call_text
+from grader.errors import AssignmentBug
+from grader.kernel.protocol import CallRequest, Request, ValuesResult
+from grader.spec import CallRule, CallsCheck
+
+
+def _count_of(value: Any) -> int | None:
+    """The whole number an argument holds (num_steps), else None."""
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "iu":
+        return None
+    return int(arr)
+
+
+def _times(count: int) -> str:
+    return "never" if count == 0 else "once" if count == 1 else f"{count} times"
+
+
+class CallsCheckImpl:
+    spec_type = CallsCheck
+
+    def __init__(self, full_id: str, spec: CallsCheck, ctx: Context):
+        self.full_id, self.spec = full_id, spec
+        self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
+        declared = ctx.assignment.spec.functions.get(spec.function)
+        self.rules: list[CallRule] = list(declared.calls) if declared is not None else []
+        for rule in self.rules:
+            if rule.count_argument is None:
+                continue
+            bad = [n for n, case in enumerate(self.cases)
+                   if rule.count_argument >= len(case.args) or _count_of(case.args[rule.count_argument]) is None]
+            if bad:
+                raise AssignmentBug(full_id, f"count_argument {rule.count_argument} of {rule.name} is not a whole "
+                                             f"number in cases {bad}")
+        calls = aliased_calls(self.cases, spec.same_object, full_id)
+        self.counted: list[tuple[CallRule, CallRequest]] = [
+            (rule, ctx.planner.call(spec.function, calls, count_calls=rule.name)) for rule in self.rules]
+
+    def requests(self) -> list[Request]:
+        return [request for _, request in self.counted]
+
+    def runs(self) -> list[ModuleRun]:
+        return []
+
+    def judge(self, seen: Seen) -> CheckOutcome:
+        spec, fn = self.spec, self.spec.function
+        counted: list[tuple[CallRule, list[int]]] = []
+        for rule, request in self.counted:
+            result = result_of(seen, request, ValuesResult, f"`{fn}`", spec.message)
+            if isinstance(result, CheckOutcome):
+                return result
+            if len(result.counts or []) != len(self.cases):
+                return CheckOutcome(status="error", message=f"{spec.message}: the probe's answer about `{fn}` "
+                                                            "was unreadable")
+            counted.append((rule, list(result.counts or [])))
+        for n, case in enumerate(self.cases):  # the first call that misses a rule, with every rule it misses
+            exact = [(rule, counts[n]) for rule, counts in counted if rule.count_argument is not None
+                     and counts[n] != _count_of(case.args[rule.count_argument])]
+            if exact:
+                rule, count = exact[0]
+                return failed(spec.message, f"called with {_count_of(case.args[rule.count_argument])} as argument "
+                                            f"{rule.count_argument + 1}, `{fn}` called `{rule.name}` {_times(count)}")
+            never = [f"`{rule.name}`" for rule, counts in counted if rule.count_argument is None and counts[n] < 1]
+            if never:
+                return failed(spec.message, f"{_call_text(fn, case)} never called {' or '.join(never)}")
+        return PASSED

@@ -1,0 +1,325 @@
+"""Each function judged the way its text prescribes it (`[[exercises.functions]]`): traced, eager or
+either; pure; the helpers it must call.
+
+Unit tests build specs and ask the probe in this process; the `kernel` ones grade whole
+submissions of ch2-practice and ch2-jit through a warm worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from grader import GradeOptions, Report
+from grader.checks import Context, Planner, Seen, build
+from grader.checks.program import EagerFallback, StudentCalls
+from grader.judging.plan import _untraced
+from grader.kernel.inside import runtime
+from grader.kernel.protocol import Observation, Raised
+from grader.spec import AssignmentSpec
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def array(values, dtype="float32") -> dict:
+    arr = np.asarray(values, dtype=dtype)
+    return {"t": "array", "dtype": dtype, "shape": list(arr.shape), "data": arr.tolist()}
+
+
+def observe(namespace: dict, target: str, calls: list[dict], **fields: Any) -> dict:
+    raw = runtime.observe({"op": "call", "id": "r1", "target": target, "calls": calls, **fields}, namespace)
+    Observation.model_validate(raw)  # the grader must be able to read every answer
+    return raw
+
+
+def spec(functions: list[dict], checks: list[dict]) -> AssignmentSpec:
+    return AssignmentSpec.model_validate({
+        "schema_version": 1, "id": "modes", "title": "modes",
+        "exercises": [{"id": "one", "title": "one", "points": sum(c["points"] for c in checks),
+                       "functions": functions, "checks": checks}]})
+
+
+ROW = {"cases": {"rows": [[1.0]], "types": ["float32"]}}
+VALUES = {"kind": "numeric", "id": "v", "title": "v", "points": 1, "message": "m", "function": "f",
+          "reference": "f", **ROW}
+
+
+# ----------------------------------------------------------------------------- the spec
+
+
+def test_a_function_not_declared_loads_as_traced_but_validate_names_it() -> None:
+    loaded = spec([], [VALUES])
+    assert loaded.judged("f") == "traced"
+    (said,) = loaded.undeclared()
+    assert "one.v calls `f`" in said and "judged" in said
+
+
+@pytest.mark.parametrize("judged", ["eager", "either"])
+@pytest.mark.parametrize("check, why", [
+    ({"kind": "structure", "contains": ["while"]}, "only a 'traced' function has a program"),
+    ({"kind": "compile_limit", "max_compiles": 1}, "only a 'traced' function has a program"),
+    ({"kind": "numeric", "public": [0]}, "remove `public`"),
+])
+def test_a_function_judged_without_a_trace_has_no_check_of_its_program(judged, check, why) -> None:
+    with pytest.raises(ValidationError, match=why):
+        spec([{"name": "f", "judged": judged, "why": "the text"}], [{**VALUES, **check}])
+
+
+def test_a_jitted_interface_check_needs_a_traced_function() -> None:
+    jitted = {"kind": "interface", "id": "j", "title": "j", "points": 1, "message": "m", "name": "f",
+              "jitted": True, **ROW}
+    spec([{"name": "f", "judged": "traced", "why": "wrapped in jax.jit"}], [jitted])
+    with pytest.raises(ValidationError, match="program"):
+        spec([{"name": "f", "judged": "either", "why": "it may be jitted"}], [jitted])
+
+
+def test_pure_and_calls_are_declared_with_the_check_that_verifies_them() -> None:
+    pure = {"kind": "pure", "id": "p", "title": "p", "points": 1, "message": "m", "function": "f", **ROW}
+    calls = {"kind": "calls", "id": "c", "title": "c", "points": 1, "message": "m", "function": "f", **ROW}
+    f = {"name": "f", "judged": "either", "why": "the text"}
+    spec([{**f, "pure": True, "calls": [{"name": "g"}]}], [VALUES, pure, calls])
+    with pytest.raises(ValidationError, match="declared pure but no `pure` check"):
+        spec([{**f, "pure": True}], [VALUES])
+    with pytest.raises(ValidationError, match="not declared pure"):
+        spec([f], [VALUES, pure])
+    with pytest.raises(ValidationError, match="no `calls` check"):
+        spec([{**f, "calls": [{"name": "g"}]}], [VALUES])
+    with pytest.raises(ValidationError, match="declares no helpers"):
+        spec([f], [VALUES, calls])
+    with pytest.raises(ValidationError, match="declared twice"):
+        AssignmentSpec.model_validate({"schema_version": 1, "id": "m", "title": "m", "exercises": [
+            {"id": e, "title": e, "points": 1, "functions": [f], "checks": [{**VALUES, "id": e}]} for e in ("a", "b")]})
+
+
+def test_every_function_of_the_course_s_assignments_is_declared() -> None:
+    from grader import assignment
+
+    for name in ("ch2-jit", "ch2-practice"):
+        loaded = assignment.load(name)
+        assert loaded.spec.undeclared() == [], name
+    practice = assignment.load("ch2-practice").spec
+    assert practice.judged("update_weights_explicit") == "either"
+    assert practice.judged("bucket_size") == "eager"
+    assert [rule.name for rule in practice.functions["mean_any_length"].calls] == ["bucket_size", "masked_mean"]
+
+
+# ----------------------------------------------------------------------------- either: traced, else eager
+
+
+def _either_calls() -> tuple[StudentCalls, Any]:
+    from grader.cases import Case
+
+    calls = StudentCalls(Planner(), "f", [Case(args=(np.float32(1.0),))], judged="either", public={0})
+    return calls, calls.fallbacks()[0]
+
+
+def test_either_asks_the_eager_call_only_when_the_export_raised() -> None:
+    calls, fallback = _either_calls()
+    assert isinstance(fallback, EagerFallback) and calls.program is not None and calls.program.exports[0].fallback == {}
+
+    class Holder:
+        def fallbacks(self):
+            return [fallback]
+
+    (export,) = fallback.exports
+    traced = {export.id: Observation(id=export.id, status="ok")}
+    raised = {export.id: Observation(id=export.id, status="raised", raised=Raised(ename="TypeError", evalue="x"))}
+    assert _untraced(Holder(), traced) == [] and _untraced(Holder(), raised) == [fallback.call]
+
+
+def test_either_judges_the_eager_answers_with_the_advice_of_its_mode() -> None:
+    calls, fallback = _either_calls()
+    (export,) = fallback.exports
+    concretization = Raised(ename="ConcretizationTypeError", evalue="Abstract tracer value encountered", line=3)
+    seen = Seen(observations={
+        export.id: Observation(id=export.id, status="raised", raised=concretization),
+        fallback.call.id: Observation(id=fallback.call.id, status="raised",
+                                      raised=Raised(ename="AttributeError", evalue="a traced value has no attribute "
+                                                    "bit_length", line=4, function="helper"))})
+    outcome = calls.answers(seen, "f should ...")
+    assert outcome.status == "error" and outcome.cause == "raised"
+    assert "could not be traced" not in outcome.message
+    assert "in `helper`, line 4" in outcome.message and "does not ask for jax.jit" in outcome.message
+
+
+# ----------------------------------------------------------------------------- pure: what a call changes
+
+
+PURE_CELL = """
+import jax, jax.numpy as jnp
+import numpy as np
+losses = []
+counter = {"n": 0}
+n_calls = 0
+scale = 2.0
+
+@jax.jit
+def pure(x):
+    print("tracing", x)  # printing is not state
+    return x * scale
+
+@jax.jit
+def appends(x):
+    losses.append(x)
+    return x * 2
+
+def mutates_dict(x):
+    counter["n"] += 1
+    return x
+
+def rebinds(x):
+    global n_calls
+    n_calls += 1
+    return x
+
+def binds(x):
+    global fresh
+    fresh = 1
+    return x
+
+def draws(x):
+    return x + np.random.rand()
+
+def writes_argument(x):
+    x[0] = 5.0
+    return x
+
+def _factory():
+    traces = 0
+
+    @jax.jit
+    def counts(x):
+        nonlocal traces
+        traces += 1
+        return x
+    return counts
+
+counts = _factory()
+"""
+
+
+@pytest.fixture
+def cell() -> dict:
+    namespace: dict = {}
+    exec(PURE_CELL, namespace)  # noqa: S102 - a notebook's cell
+    return namespace
+
+
+@pytest.mark.parametrize("target, told", [
+    ("appends", "global `losses` (a list) grew from 0 to 1 items"),
+    ("mutates_dict", "global `counter` (a dict) was changed in place"),
+    ("rebinds", "global `n_calls` was rebound"),
+    ("binds", "global `fresh` was bound"),
+    ("draws", "NumPy's global random state changed"),
+    ("counts", "`traces` of an enclosing function was rebound"),
+])
+def test_a_watched_call_reports_what_it_changed_outside_itself(cell, target, told) -> None:
+    raw = observe(cell, target, [{"args": [array([1.0, 2.0])]}], watch=True)
+    assert raw["status"] == "ok", raw
+    assert any(told in said for said in raw["result"]["mutated"]), raw["result"]["mutated"]
+
+
+def test_a_pure_jitted_function_that_prints_changes_nothing_even_traced_again(cell) -> None:
+    raw = observe(cell, "pure", [{"args": [array([1.0])]}, {"args": [array([2.0])]}], watch=True)
+    assert raw["status"] == "ok" and raw["result"]["mutated"] == []
+    assert raw["result"]["values"][1]["data"] == [4.0]
+
+
+def test_a_compile_log_the_notebook_keeps_in_a_list_is_not_the_function_s_doing(cell) -> None:
+    """The chapter's count_compiles appends JAX's compile logs to a list: a notebook that leaves
+    such a handler on, with jax_log_compiles, must not make a pure jitted function impure."""
+    import logging
+
+    kept: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record.getMessage())
+
+    handler, before = Keep(), jax.config.jax_log_compiles
+    logging.getLogger("jax").addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    cell["kept"] = kept
+    try:
+        raw = observe(cell, "pure", [{"args": [array([1.0])]}], watch=True)
+    finally:
+        jax.config.update("jax_log_compiles", before)
+        logging.getLogger("jax").removeHandler(handler)
+    assert raw["result"]["mutated"] == []
+
+
+def test_an_argument_or_a_global_array_changed_in_place_is_reported(cell) -> None:
+    arr = np.zeros(2)
+
+    def takes(items):
+        items.append(1.0)
+        arr[0] = 5.0
+        return jnp.asarray(items)
+
+    cell["takes"], cell["arr"] = takes, arr
+    listed = {"t": "list", "items": [{"t": "py", "v": 1.0}, {"t": "py", "v": 2.0}]}
+    said = observe(cell, "takes", [{"args": [listed]}], watch=True)["result"]["mutated"]
+    assert "argument 1 (a list) grew from 2 to 3 items" in said
+    assert "global `arr` (a NumPy array) was changed in place" in said
+
+
+def test_counting_clears_jax_s_caches_so_a_jitted_function_calls_its_helper_on_every_call() -> None:
+    namespace: dict = {}
+    exec("import jax, jax.numpy as jnp\n"  # noqa: S102 - a notebook's cell
+         "@jax.jit\ndef helper(x):\n    return x + 1\n"
+         "@jax.jit\ndef whole(x):\n    return helper(x) * 2\n", namespace)
+    namespace["whole"](jnp.ones(3))  # a warm cache, as a notebook's earlier cell leaves it
+    raw = observe(namespace, "whole", [{"args": [array([1.0, 2.0, 3.0])]}] * 2, count_calls="helper")
+    assert raw["result"]["counts"] == [1, 1]
+
+
+# ----------------------------------------------------------------------------- whole submissions
+
+
+def grade(path: Path, assignment: str) -> Report:
+    from warm_grading import grade_warm
+
+    return grade_warm(path, GradeOptions(assignment=assignment, seed=7))
+
+
+def not_passed(report: Report) -> dict[str, str]:
+    return {c.id: f"{c.status}: {c.message}" for e in report.exercises for c in e.checks if c.status != "passed"}
+
+
+def with_cell(tmp_path: Path, assignment: str, code: str) -> Path:
+    path = tmp_path / "submission.py"
+    path.write_text((REPO / "solutions" / f"{assignment}.py").read_text(encoding="utf-8") + "\n\n# %% [extra]\n" + code,
+                    encoding="utf-8")
+    return path
+
+
+@pytest.mark.kernel
+def test_functions_the_text_does_not_ask_to_jit_keep_full_marks_as_plain_python(tmp_path) -> None:
+    """ch2-practice: `mean_any_length` padded on the host with NumPy, `update_weights_explicit` calling
+    float(lr): neither text asks for jax.jit, so neither untraceable form costs a point."""
+    report = grade(with_cell(tmp_path, "ch2-practice", (
+        "def mean_any_length(x):\n"
+        "    x = np.asarray(x)\n"
+        "    padded = np.zeros(bucket_size(len(x)), dtype=np.float32)\n"
+        "    padded[: len(x)] = x\n"
+        "    return masked_mean(jnp.asarray(padded), len(x))\n\n"
+        "def update_weights_explicit(params, grads, lr):\n"
+        "    lr = float(lr)\n"
+        "    return params - lr * grads\n")), "ch2-practice")
+    assert not_passed(report) == {} and report.score == 100
+
+
+@pytest.mark.kernel
+def test_a_plain_python_function_that_was_jitted_is_told_it_need_not_be(tmp_path) -> None:
+    report = grade(with_cell(tmp_path, "ch2-practice", (
+        "@jax.jit\ndef bucket_size(n):\n    return max(8, 1 << (n - 1).bit_length())\n")), "ch2-practice")
+    failed = not_passed(report)
+    said = failed["bucketing.bucket_size"]
+    assert "does not ask for jax.jit" in said and "could not be traced" not in said
+    assert "same error as" in failed["bucketing.bucket_size_hidden"]
