@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import interrupts
-from grader.errors import GraderError, UsageError
+from grader.errors import UsageError
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
-from grader.usage import Parser
+from grader.usage import Parser, exit_status
 
 if TYPE_CHECKING:
     from grader.batch.run import BatchResult
@@ -119,7 +119,7 @@ def _report_path(args: argparse.Namespace, submission: Path) -> Path:
 
 
 def _emit(report: Report, args: argparse.Namespace, submission: Path) -> None:
-    from grader.render import summary
+    from grader.views.terminal import summary
     from grader.report import write
 
     if args.json == "-":
@@ -320,7 +320,7 @@ def _print_single(args: argparse.Namespace) -> None:
     """The student's own verdict, for one file graded into a batch folder."""
     from grader.outputs.gradebook import Gradebook
     from grader.outputs.names import OutputFolder
-    from grader.render import summary
+    from grader.views.terminal import summary
 
     folder = OutputFolder(args.outdir)
     with Gradebook(folder.gradebook) as gradebook:
@@ -468,7 +468,7 @@ def run(argv: list[str]) -> int:
             stages.close()
         _emit(report, args, path)
         if args.html:
-            from grader.feedback import write_page
+            from grader.views.page import write_page
             from grader.submission import read_submission
 
             shown = write_page(report, read_submission(path).cells, args.html)
@@ -482,21 +482,11 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
+    def handled() -> int:
         with interrupts.handled():
             return run(sys.argv[1:] if argv is None else argv)
-    except GraderError as exc:
-        print(f"grade: {terminal(exc, MESSAGE_LIMIT)}", file=sys.stderr)
-        return exc.exit_code
-    except interrupts.Terminated:
-        print("grade: terminated; kernels and their files were removed", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("grade: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # the reader of our output left (`grade validate | head -3`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the last flush must not fail again
-        return 141  # 128 + SIGPIPE, what a shell shows for a writer whose reader left (`yes | head`)
+
+    return exit_status(handled, terminated="terminated; kernels and their files were removed")
 
 
 def entry() -> None:

@@ -11,19 +11,17 @@ from pathlib import Path
 
 from grader import assignment as assignments
 from grader.assignment import Assignment
-from grader.assignment_choice import choose_assignment
+from grader.assignment.choice import choose_assignment
 from grader.checks import Seen
 from grader.errors import AssignmentBug, MachineOverloaded
 from grader.faults import one_line
-from grader.judging.attribution import attribute
 from grader.judging.plan import observe_all, only, plan
-from grader.judging.scoring import total
-from grader.judging.verdicts import judge, programs
+from grader.judging.verdicts import graded_report
 from grader.judging.verification import InBackground
 from grader.kernel.client import Kernel
 from grader.kernel.session import Session
 from grader.options import GradeOptions
-from grader.report import Isolation, Report, SubmissionRef, environment
+from grader.report import Isolation, Report, environment
 from grader.sandbox.layers import SandboxPolicy, available
 from grader.sandbox.starvation import REGRADES
 from grader.submission import read_submission
@@ -160,21 +158,6 @@ def _grade_once(path: str | Path, options: GradeOptions, *, kernel_factory: Call
     finally:
         verifier.close()
     preparation.wait()
-    exercises, problems = attribute(judge(checks_plan, seen), submission.cells, session.problems)
-    score, max_score = total(exercises)
-    return Report(
-        assignment=assignment.spec.id,
-        submission=SubmissionRef(path=submission.path, sha256=submission.sha256, kind=submission.kind),
-        student=options.student,
-        status="graded",
-        score=score,
-        max_score=max_score,
-        exercises=exercises,
-        seed=seed,
-        duration_s=round(time.monotonic() - started, 3),
-        environment=environment(),
-        cell_problems=problems,
-        cell_problems_omitted=session.problems_omitted,
-        isolation=isolation_for(options),
-        programs=programs(checks_plan, seen),
-    )
+    return graded_report(checks_plan, seen, submission, assignment=assignment.spec.id, problems=session.problems,
+                         problems_omitted=session.problems_omitted, student=options.student, seed=seed,
+                         started=started, environment=environment(), isolation=isolation_for(options))

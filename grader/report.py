@@ -68,6 +68,17 @@ class Isolation(_Model):
         "cgroups, a tmpfs scratch), 'rootless' (an ordinary user: bubblewrap in an unprivileged user "
         "namespace, limits as rlimits counted in that namespace), 'none' (--no-sandbox, or not Linux); "
         "None: a report written before this field"))
+    memory_bound: Literal["cgroup", "watcher", "per process"] | None = Field(default=None, description=(
+        "what bounded the total memory of a sandbox's processes: its memory cgroup, the grader's watcher "
+        "(no cgroup: it adds up what the processes of the sandbox's pid namespace hold and kills them past "
+        "memory_bytes), or nothing but each process's address space; None: not sandboxed, or a report "
+        "written before this field"))
+    memory_bytes: int | None = Field(default=None, description="that bound, for the sandbox's processes together")
+    scratch_bound: Literal["tmpfs", "file size"] | None = Field(default=None, description=(
+        "what bounded the files a sandbox could write: size-limited tmpfs (the scratch and /tmp: on the "
+        "host as root, in the sandbox's own mount namespace rootless), or only the size of each file "
+        "(the file-size rlimit); None: not sandboxed, or a report written before this field"))
+    scratch_bytes: int | None = Field(default=None, description="that bound, for all its files together")
 
 
 class SubmissionRef(_Model):

@@ -32,7 +32,7 @@ from grader.judging.reveal import judged_now
 from grader.judging.verdicts import judge
 from grader.judging.verification import verify_all
 from grader.kernel.protocol import ExportResult, Observation
-from grader.render import summary_exercise
+from grader.views.terminal import summary_exercise
 from grader.selfgrade import packs
 
 _warned: set[str] = set()
@@ -92,20 +92,33 @@ def _namespace() -> dict[str, Any]:
     return vars(sys.modules["__main__"])
 
 
-def _warn_about_jax() -> None:
-    """Once: the student's JAX is not the one the course grades with (some answers depend on it)."""
+def jax_note() -> str | None:
+    """The sentence for a student whose JAX is not the one the course grades with (some answers
+    depend on it), from the pack's course.json; None when they agree or nothing says (this checkout)."""
     course = assignments.PACKED_DIR / "course.json"  # the pack's (this checkout has none)
     try:
-        wanted = json.loads(course.read_text(encoding="utf-8")).get("jax")
+        said = json.loads(course.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return
+        return None
+    wanted = said.get("jax") if isinstance(said, dict) else None
     from importlib import metadata
 
-    have = metadata.version("jax")
-    if wanted and have != wanted and have not in _warned:
-        _warned.add(have)
-        print(f"note: you have JAX {have}; the course grades with JAX {wanted}. Answers that depend on the "
-              "version (which calls compile, for instance) are judged with the course's when you hand in.")
+    try:
+        have = metadata.version("jax")
+    except metadata.PackageNotFoundError:
+        return None
+    if not isinstance(wanted, str) or not wanted or have == wanted:
+        return None
+    return (f"note: you have JAX {have}; the course grades with JAX {wanted}. Answers that depend on the "
+            "version (which calls compile, for instance) are judged with the course's when you hand in.")
+
+
+def _warn_about_jax() -> None:
+    """Once: the student's JAX is not the one the course grades with (the pack's `grade` says it too)."""
+    note = jax_note()
+    if note is not None and note not in _warned:
+        _warned.add(note)
+        print(note)
 
 
 def check(exercise: str, assignment: str, namespace: dict[str, Any] | None = None,

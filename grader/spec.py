@@ -511,6 +511,11 @@ class CallRule(_Spec):
     count_argument: int | None = Field(default=None, ge=0, description=(
         "the argument position whose value the count must equal (\"calling step num_steps times\"); "
         "none: at least one call each time the function runs"))
+    uses_result: bool = Field(default=False, description=(
+        "what the function returns depends on what the helper returns: called again with the helper's "
+        "results moved by one, its answer must change (a loop that calls step and throws its results away, "
+        "computing the answer some other way, fails). Not for a helper whose result only shapes the work "
+        "(bucket_size: any padding gives the same mean)"))
 
 
 class FunctionSpec(_Spec):

@@ -312,13 +312,38 @@ def _newlines(text: str) -> str:
 # ---------------------------------------------------------------------------- notebooks
 
 
+_JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true or false",
+               type(None): "null"}
+
+
+_CUT_WORD = re.compile(r"(?:n(?:u(?:ll?)?)?|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|-?[\d.eE+-]{0,30})")
+
+
+def broken_json(text: str, exc: Exception) -> str:
+    """Why a notebook's JSON does not parse, in words a student can act on (never the parser's class
+    name): an empty file, a file cut short, or where the JSON breaks."""
+    if not text.strip():
+        return "the file is empty"
+    if isinstance(exc, RecursionError):
+        return "its JSON is nested too deeply to read"
+    if isinstance(exc, json.JSONDecodeError):
+        rest = text[exc.pos:].rstrip()  # what follows the error: nothing, or a word or number cut short
+        if not rest or exc.msg.startswith("Unterminated string") or _CUT_WORD.fullmatch(rest):
+            return "the file ends in the middle of its JSON (cut short when it was saved or copied?)"
+        return f"its JSON is broken at line {exc.lineno}, column {exc.colno}"
+    return "its JSON cannot be read"
+
+
 def _parse_json(text: str, shown: str) -> dict:
     try:
         raw = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook ({type(exc).__name__})") from None
+        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook: {broken_json(text, exc)}; open it in "
+                                          "Jupyter and save it again, or hand in a copy that opens") from None
     if not isinstance(raw, dict):
-        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook (a JSON {type(raw).__name__})")
+        kind = _JSON_KINDS.get(type(raw), "not an object")
+        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook (its JSON is {kind}, where a notebook is "
+                                          "an object holding its cells)")
     return raw
 
 
@@ -349,8 +374,9 @@ def _converted_cells(text: str, shown: str) -> object:
 
     try:
         nb = nbformat.reads(text, as_version=4)
-    except Exception as exc:  # nbformat raises several unrelated types for bad JSON/schema
-        raise SubmissionUnreadable(shown, f"not a valid Jupyter notebook ({type(exc).__name__})") from None
+    except Exception:  # nbformat raises several unrelated types for bad JSON/schema: none is the student's word
+        raise SubmissionUnreadable(shown, "not a valid Jupyter notebook (an older notebook format that cannot "
+                                          "be converted: open it in Jupyter and save it again)") from None
     return nb.get("cells") if isinstance(nb, dict) else None
 
 

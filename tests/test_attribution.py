@@ -10,7 +10,7 @@ from warm_grading import grade_warm
 from grader import GradeOptions
 from grader.judging.attribution import attribute, defined_names
 from grader.kernel.messages import cell_line
-from grader.render import summary
+from grader.views.terminal import summary
 from grader.report import CellProblem, CheckResult, ExerciseResult, NotAnswered
 from grader.submission import SourceCell
 
@@ -55,11 +55,12 @@ def test_an_import_the_kernel_lacks_is_one_sentence_under_its_exercise(submissio
     (problem,) = report.cell_problems
     assert problem.exercise == "training" and problem.ename == "ModuleNotFoundError"
     text = summary(report)
-    assert "not answered yet: define step, train_fori, train_python_loop" in text
-    line = next(x for x in text.splitlines() if "because" in x)
+    assert "- not answered yet: define train_fori, train_python_loop\n" in text  # no cell of them
+    line = next(x for x in text.splitlines() if "ModuleNotFoundError" in x)
+    assert line.endswith(", so `step` is not defined: fix that cell first")  # the cell of step failed
     assert "raised ModuleNotFoundError: No module named 'matplotlib'" in line and "jax 0." in line
     lines_of_module = path.read_text().splitlines()
-    number = int(line.split("because line ")[1].split()[0])
+    number = int(line.split("✗ line ")[1].split()[0])
     assert lines_of_module[number - 1] == "import matplotlib.pyplot as plt"  # the line, in the student's file
     assert "note:" not in text  # told once, under its exercise
 
@@ -107,7 +108,7 @@ def test_a_failed_import_is_the_cause_each_check_leads_with(reference_sections, 
     assert checks["tax.switch_visible"].message.endswith(", so `np` is not defined in cell 2")
     assert {p.cell: p.exercise for p in report.cell_problems} == {0: "tax", 1: "tax"}
     text = summary(report)
-    assert f"not answered yet: {first}" in text and "so `jnp` is not defined: fix that cell first" in text
+    assert f"✗ {first}" in text and "so `jnp` is not defined: fix that cell first" in text
     assert "note:" not in text and "NameError" not in text
 
 
@@ -153,7 +154,7 @@ def test_a_module_has_its_file_and_a_file_beside_it_is_not_handed_in(reference_s
                                     "alone (files beside it are not handed in)"), reading.message
     assert naming.message.endswith("raised RuntimeError: ('my_tax.py', True)"), naming.message
     told = summary(report).split("\n", 1)[1]  # what it says below the file's own path
-    assert "because line 15 raised FileNotFoundError" in told and "grade-" not in told and "/tmp" not in told
+    assert "✗ line 15 raised FileNotFoundError" in told and "grade-" not in told and "/tmp" not in told
 
 
 def test_the_pack_s_grade_gives_a_module_its_own_file(reference_sections, tmp_path) -> None:
@@ -175,3 +176,37 @@ def test_the_pack_s_grade_gives_a_module_its_own_file(reference_sections, tmp_pa
     assert where["message"].endswith(f"raised RuntimeError: {path.resolve()}"), where["message"]
     tax = [c for e in report["exercises"] if e["id"] == "tax" for c in e["checks"] if c["reason"] != "on_hand_in"]
     assert tax and all(c["status"] == "passed" for c in tax), tax
+
+
+def test_python_3_13_s_incomplete_input_is_the_syntax_error_python_gives_the_cell() -> None:
+    """Python 3.13's kernel: "cell 4, line 16 raised _IncompleteInputError: incomplete input". The
+    report: the SyntaxError `python` (and the pack's runner) gives the cell, at its bracket's line."""
+    source = "def f(a):\n    return a\n\n%time f(1)\nextra = [1.0,\n"
+    cells = [SourceCell(index=6, source=source, number=4),
+             SourceCell(index=9, source="x = (\n", first_line=30)]
+    kernel = CellProblem(cell=6, where="cell 4", status="error", ename="_IncompleteInputError", line=6,
+                         message="cell 4, line 6 raised _IncompleteInputError: incomplete input")
+    in_module = CellProblem(cell=9, where="line 30", status="error", ename="_IncompleteInputError", line=2,
+                            message="line 31 raised _IncompleteInputError: incomplete input")
+    _, (told, module_told) = attribute([], cells, [kernel, in_module])
+    assert told.message == "cell 4, line 5 raised SyntaxError: '[' was never closed"  # the magic is not Python's
+    assert (told.ename, told.line) == ("SyntaxError", 5)
+    assert module_told.message == "line 30 raised SyntaxError: '(' was never closed"
+    runner = CellProblem(cell=6, where="cell 4", status="error", ename="SyntaxError", line=5,
+                         message="cell 4, line 5 raised SyntaxError: '[' was never closed (<ipython-input-4-0>, line 5)")
+    _, (said,) = attribute([], cells, [runner])  # the pack's runner names the cell the message names already
+    assert said.message == "cell 4, line 5 raised SyntaxError: '[' was never closed"
+
+
+def test_the_class_analysis_counts_an_answer_whose_cell_did_not_run() -> None:
+    """A syntax error in the answer cell: every check "not answered" because of that cell. Before:
+    the student was left out of the class analysis, as one who left the exercise blank."""
+    from test_classreport import make_report, not_answered
+
+    from grader.outputs.classpage.analysis import analyze
+
+    because = "cell 4, line 3 raised SyntaxError: '(' was never closed"
+    broken = make_report("syn", messages={"a.one": not_answered(because=because), "a.two": not_answered(because=because)})
+    blank = make_report("blank", messages={"a.one": not_answered(), "a.two": not_answered()})
+    one = next(c for c in analyze({"syn": broken, "blank": blank}, feedback_file=str).checks if c.id == "a.one")
+    assert (one.judged, one.failed) == (1, 1) and "SyntaxError" in (one.by_message[0].message or "")

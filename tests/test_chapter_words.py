@@ -24,7 +24,7 @@ from grader import assignment as assignments
 from grader.checks.base import CheckOutcome
 from grader.judging.attribution import Failure, in_cells, live_notebook_cells, one_message_per_cause
 from grader.kernel.inside import runtime
-from grader.render import summary
+from grader.views.terminal import summary
 from grader.report import Report
 from grader.selfcheck import check
 from grader.submission import SourceCell, read_submission
@@ -262,11 +262,40 @@ def test_a_cell_is_named_by_its_number_never_by_ipython_s_file_name(tmp_path: Pa
     (problem,) = report.cell_problems
     assert problem.message == f"cell {number}, line 3 raised SyntaxError: '(' was never closed", \
         problem.message
-    assert f"because cell {number}, line 3 raised SyntaxError: '(' was never closed" in terminal
+    # the student answered: told so, once for the exercise (before: "not answered yet: define newton_sqrt",
+    # and on the page "Not answered yet: ... because cell 4 ... raised SyntaxError" under each of 8 checks)
+    told = (f"✗ cell {number}, line 3 raised SyntaxError: '(' was never closed, so `newton_sqrt` is not defined: "
+            "fix that cell first")
+    assert told in summary(report) and terminal.count("SyntaxError") == 1 and "not answered yet" not in terminal
+    from grader.views.page import page
+
+    shown = page(report, read_submission(path).cells)
+    newton = shown.split("data-exercise='newton'")[1].split("</section>")[0]
+    assert newton.count("SyntaxError") == 1 and "Not answered yet" not in newton, newton
+    from grader.outputs.classpage.analysis import analyze
+
+    counted = {c.id: c for c in analyze({"s": report}, feedback_file=lambda s: f"{s}.html").checks}
+    assert counted["newton.visible"].judged == counted["newton.visible"].failed == 1  # before: left out
     out = self_check(cells_run(path), "newton", capsys)
     assert "not answered yet: define newton_sqrt" in out
     for text in [out, *student_texts(report, terminal)]:
         assert_in_the_chapter_s_words(text)
+
+
+@pytest.mark.kernel
+def test_a_cell_that_ends_inside_a_bracket_is_a_syntax_error_with_its_line(tmp_path: Path) -> None:
+    """Python 3.13's kernel raises `_IncompleteInputError: incomplete input` for a cell that ends
+    inside a bracket; `python` and the pack's `grade` say "SyntaxError: '[' was never closed" at
+    the bracket's line, and so does the report."""
+    path = notebook(tmp_path, "    return x, k\n", "    return x, k\n\nextra = jnp.array([1.0,\n")
+    number = jupyter_number(path, "def newton_sqrt")
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED, exercises=("newton",)))
+    (problem,) = report.cell_problems
+    (cell,) = [c for c in read_submission(path).cells if "def newton_sqrt" in c.source]
+    line = next(k for k, text in enumerate(cell.source.splitlines(), 1) if text.startswith("extra"))
+    assert problem.message == f"cell {number}, line {line} raised SyntaxError: '[' was never closed"
+    assert problem.ename == "SyntaxError" and problem.line == line
+    assert "_Incomplete" not in summary(report) and "incomplete input" not in summary(report)
 
 
 @pytest.mark.kernel
@@ -278,14 +307,15 @@ def test_a_message_of_several_lines_reads_as_one_on_a_terminal(tmp_path: Path, c
                     'assert False, "predictions look wrong:\\n  expected 1\\n  got 2"\npredictions = [')
     report, terminal = grade(path)
     number = jupyter_number(path, "predictions = [")
-    assert (f"because cell {number}, line 2 raised AssertionError: predictions look wrong: expected 1 got 2"
-            in terminal), terminal
+    assert (f"✗ cell {number}, line 2 raised AssertionError: predictions look wrong: expected 1 got 2"
+            in summary(report)), terminal
     raising = module(tmp_path, ("    x0 = jnp.where(a < 1.0, 1.0, a)",
                                 '    assert False, "newton_sqrt is wrong:\\n  expected 1\\n  got 2"'),
                      name="raising")
     newton_report, newton_terminal = grade(raising)
     out = self_check(cells_run(raising), "newton", capsys)
-    whole = re.compile(r"AssertionError at line \d+ of its cell: newton_sqrt is wrong: expected 1 got 2")
+    whole = re.compile(r"AssertionError at (?:line \d+(?: of its cell)?|cell \d+, line \d+): newton_sqrt is wrong: "
+                       r"expected 1 got 2")  # a module's file line, a notebook's cell and line
     for text in (newton_terminal, out):  # before: "... at line 4 of its cell: newton_sqrt is wrong:"
         assert whole.search(text), text
     for text in [out, *student_texts(report, terminal), *student_texts(newton_report, newton_terminal)]:
@@ -306,7 +336,7 @@ def test_ipython_s_file_names_become_the_cells_the_student_sees() -> None:
     assert in_cells("in <ipython-input-4-0>", cells) == "in cell 4"  # the pack's runner names cells so
     module_cell = SourceCell(index=2, source="def f():\n  1 +\n", first_line=30)
     assert in_cells(said, [module_cell]) == "invalid syntax (line 31)"  # a module's lines are the file's
-    assert in_cells("/tmp/ipykernel_1/1.py:3", cells) == "a cell, line 3"
+    assert in_cells("/tmp/ipykernel_1/1.py:3", cells) == "line 3 of its cell"
 
 
 def test_a_self_check_names_cells_by_the_numbers_jupyter_shows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -332,10 +362,112 @@ def test_the_self_check_names_checks_by_their_titles(capsys) -> None:
     for exercise, title in (("newton", "newton_sqrt on hidden values of a"),
                             ("detective", "call ① detective(jnp.ones(3))")):
         out = self_check(reference, exercise, capsys)
-        (later,) = [line for line in out.splitlines() if "checked when you hand in" in line]
+        (later,) = [line for line in out.splitlines() if "checked when you hand in (" in line]
         assert title in later, later
         assert_in_the_chapter_s_words(out)
     wrong = dict(reference, newton_sqrt=lambda a, tol: (a, 1))
     out = self_check(wrong, "newton", capsys)
     assert "✗ newton_sqrt is wrapped in jax.jit (3 pts): " in out
     assert_in_the_chapter_s_words(out)
+
+
+# ----------------------------------------------------------------------------- 5. the lead tells the cause
+
+IGNORED_LR = "\n\n# %%\n@jax.jit\ndef train_fori(w, b, x, y, lr, num_steps):\n    def body(i, wb):\n" \
+             "        return step(wb[0], wb[1], x, y, 0.01)\n\n    return lax.fori_loop(0, num_steps, body, (w, b))\n"
+
+
+def with_cell(tmp_path: Path, cell: str, name: str = "submit") -> Path:
+    """The reference module with a cell appended (it redefines a function, as a student's last cell may)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(REFERENCE.read_text(encoding="utf-8") + cell, encoding="utf-8")
+    return path
+
+
+@pytest.mark.kernel
+def test_an_ignored_lr_is_told_by_the_check_of_lr_0_never_by_donated_buffers(tmp_path: Path, capsys) -> None:
+    """A train_fori that uses a constant instead of its lr. Before: `grade` led with "train_fori called
+    as the chapter's self-check calls it" ("the same array may be passed as w and b (do not donate
+    them)"), and "train_fori with lr = 0 changes nothing" was "same wrong values as" it. After: the
+    check of lr = 0 leads at the hand-in, the chapter's lr = 0 call in the self-check; no message
+    speaks of donating."""
+    path = with_cell(tmp_path, IGNORED_LR)
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED, exercises=("training",)))
+    terminal = summary(report, width=100)
+    checks = by_id(report)
+    lead = checks["training.fori_lr_zero"]
+    assert lead.status == "failed" and lead.reason is None and "use the lr argument" in (lead.message or "")
+    for check in checks.values():
+        if check.status != "passed" and check.id != lead.id and "train_fori" in check.title:
+            assert check.same_as == lead.id, (check.id, check.message)
+    assert checks["training.fori_chapter_call"].status == "failed"  # it fails too, and points to the lead
+    out = self_check(cells_run(path), "training", capsys)
+    assert "train_fori with lr = 0, and with 5 and 6 steps, as the chapter's self-check calls it (0 pts): " \
+           "train_fori called as the chapter's self-check calls it: with lr=0" in out, out
+    for text in [out, *student_texts(report, terminal)]:
+        assert "donate" not in text, text
+        assert_in_the_chapter_s_words(text)
+
+
+def test_the_check_that_isolates_one_argument_leads_and_a_donation_check_never_explains_values() -> None:
+    """The checks of train_fori that a constant lr fails on values, as `grade` and the self-check
+    judge them: the check of one requirement whose inputs isolate lr leads, before the visible ones
+    that fail for any wrong value and before "learns the true parameters" (one requirement too, but
+    one fewer failed checks share); the check that passes one array as w and b (its own cause is a
+    donated buffer) never leads on values."""
+    wrong = CheckOutcome(status="failed", message="its own sentence", cause="values")
+    ids = ("training.fori_learns", "training.fori_chapter_call", "training.fori_chapter_lr_and_steps",
+           "training.fori_agrees", "training.fori_lr_zero", "training.fori_compiles_once")
+    out = one_message_per_cause([_failure(i, wrong) for i in ids])
+    assert out[4] is wrong and {o.same_as for k, o in enumerate(out) if k != 4} == {"training.fori_lr_zero"}
+    visible = one_message_per_cause([_failure(i, wrong) for i in ids if i in (ids[1], ids[2], ids[5])])
+    assert visible[1] is wrong and visible[0].same_as == visible[2].same_as == ids[2]  # the self-check's lead
+    alone = one_message_per_cause([_failure(ids[1], wrong)])  # the only one failed: it says what it found
+    assert alone[0] is wrong
+
+
+# ----------------------------------------------------------------------------- 6. an endless loop, once
+
+ENDLESS = "\n\n# %%\n@jax.jit\ndef newton_sqrt(a, tol):\n    def cond_fun(state):\n        return state[2] >= 0\n\n" \
+          "    def body_fun(state):\n        x, _, k = state\n        return 0.5 * (x + a / x), x, k + 1\n\n" \
+          "    x, _, k = lax.while_loop(cond_fun, body_fun, (a, a + 1.0, 0))\n    return x, k\n"
+
+
+def test_a_function_that_never_finishes_is_told_once_as_the_notebook_cell_says_it() -> None:
+    """Before: "did not finish (still running after 30 s)" under each check that ran newton_sqrt,
+    then "(still running after 10 s in an earlier check; not called again)". After: the first
+    visible check that ran it says it, as the notebook's self-check cell does; every other check it
+    held up is ⏱ and points there."""
+    def hung(check_id: str, detail: str) -> Failure:
+        spec = _failure(check_id, CheckOutcome(status="passed")).spec
+        return _failure(check_id, CheckOutcome(status="timeout", message=f"{spec.message}: `newton_sqrt` did not "
+                                                                         f"finish ({detail})"))
+
+    earlier = "still running after 10 s in an earlier check; not called again"
+    failures = [hung("newton.iterations_chapter_calls", earlier), hung("newton.hidden", "still running after 30 s"),
+                hung("newton.visible", "still running after 30 s"), hung("newton.compiles_once", earlier)]
+    out = one_message_per_cause(failures)
+    lead = out[2]
+    assert lead.message == "stopped after 30 s, `newton_sqrt` still running: does a loop never end?"
+    assert lead.counterexample == failures[2].outcome.message  # the instructor keeps the check's words
+    for k in (0, 1, 3):
+        assert out[k].status == "timeout" and out[k].same_as == "newton.visible", out[k]
+        assert out[k].message == ("did not finish either, as in “newton_sqrt on the notebook's values”; this check "
+                                  "is judged once `newton_sqrt` finishes")
+
+
+@pytest.mark.kernel
+def test_an_endless_loop_is_one_sentence_on_the_terminal_and_the_page(tmp_path: Path) -> None:
+    from grader.views.page import page
+
+    path = with_cell(tmp_path, ENDLESS)
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED, exercises=("newton",), cell_timeout=2))
+    terminal = summary(report)  # one line a check
+    assert terminal.count("still running") == 1 and "earlier check" not in terminal, terminal
+    assert "stopped after 2 s, `newton_sqrt` still running: does a loop never end?" in terminal
+    timed_out = [c for c in by_id(report).values() if c.status == "timeout"]
+    assert len(timed_out) >= 3 and sum(c.reason is None for c in timed_out) == 1
+    shown = page(report, read_submission(path).cells)
+    assert shown.count("still running") == 1 and '.timeout::before{content:"⏱ "' in shown
+    for text in student_texts(report, terminal):
+        assert_in_the_chapter_s_words(text)

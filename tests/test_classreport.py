@@ -352,7 +352,8 @@ def test_bidi_and_invisible_characters_in_ids_and_errors_are_shown(tmp_path: Pat
     page = write_class_report(reports, tmp_path).read_text(encoding="utf-8")
     for ch in ("\u202e", "\u200b", "\u2066", "\x1b", "\x00"):
         assert ch not in page, repr(ch)
-    assert "bob\\u202egnp.exe</a>" in page and "z\\u200bed\\u2066</a>" in page
+    assert "bob\\u202egnp.<wbr>exe</a>" in page  # <wbr>: it may wrap after "."
+    assert "z\\u200bed\\u2066</a>" in page
     assert "bad\\x1b[2J\\u202e\\x00 cell" in page
     assert "U+202E RIGHT-TO-LEFT OVERRIDE" in page and "U+200B ZERO WIDTH SPACE" in page
     assert page.count('class="badge nonascii"') == 2
@@ -657,3 +658,75 @@ def test_browser_screenshot_fits_the_width(tmp_path: Path, batch_folder: Path, w
     assert body.attrs["data-width"] == str(width)
     assert body.attrs["data-sorted"] == "name"  # the page's own script ran in the frame
     assert int(body.attrs["data-overflow"] or 1) <= 0, "the page is wider than the window"
+
+
+# ----------------------------------------------------------------------------- on a phone (phone-view)
+
+
+def test_canvas_s_late_mark_is_in_the_notes_column() -> None:
+    """A file Canvas's download marks LATE: its row's notes say so, beside what the late policy
+    took off (nothing here: no late.toml), so the instructor sees it without opening the report."""
+    from grader.report import LmsSubmission
+
+    marked = LmsSubmission(lms="canvas", user_id="10002", name="garcíajosé", submission_id="5551",
+                           file_name="ch2-jit.ipynb", late=True)
+    on_time = marked.model_copy(update={"late": False, "user_id": "10001", "name": "doealice"})
+    page = render_html(summarize(class_of_four() | {
+        "garcíajosé_10002": make_report("garcíajosé_10002", {"a.one"}, lms=marked),
+        "doealice_10001": make_report("doealice_10001", {"a.one"}, lms=on_time)}))
+    notes = {name.replace("<wbr>", ""): said for name, said in re.findall(
+        r'<td class="student"><a class="who" href="[^"]+">(.*?)</a>.*?<td class="notes">(.*?)</td>', page)}
+    assert "marked late in Canvas" in notes["garcíajosé_10002"]
+    assert "late" not in notes["doealice_10001"] and "late" not in notes["dana"]
+
+
+PHONE_LAYOUT = """JSON.stringify((function () {
+  var width = window.innerWidth, split = [], off = [];
+  document.querySelectorAll('.who').forEach(function (who) {
+    var chars = [], walker = document.createTreeWalker(who, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      var node = walker.currentNode;
+      for (var i = 0; i < node.length; i++) {
+        var range = document.createRange(); range.setStart(node, i); range.setEnd(node, i + 1);
+        var box = range.getClientRects()[0];
+        if (box) { chars.push([node.data[i], box.top]); }
+      }
+    }
+    for (var j = 1; j < chars.length; j++) {
+      if (/[0-9]/.test(chars[j - 1][0]) && /[0-9]/.test(chars[j][0]) && chars[j][1] > chars[j - 1][1] + 2) {
+        split.push(who.textContent);
+      }
+    }
+  });
+  document.querySelectorAll('svg.histogram .bin rect, svg.histogram .bin text').forEach(function (el) {
+    var box = el.getBoundingClientRect();
+    if (box.right > width + 0.5 || box.left < -0.5) {
+      off.push(el.closest('.bin').getAttribute('data-count'));
+    }
+  });
+  return {split: split, off: off, bins: document.querySelectorAll('svg.histogram .bin').length};
+}()))"""
+
+
+@needs_chromium
+def test_on_a_phone_ids_wrap_between_their_parts_and_the_histogram_fits(tmp_path: Path) -> None:
+    """At 375 px (scripts/phone-view): no student id breaks inside a number (they wrap after `_`,
+    `@`, `.`, `-`), and every bar of the histogram, with its labels, is on the screen."""
+    import json
+    import subprocess
+    import sys
+
+    ids = ["student_20230001_long@uni.example.edu", "garcíajosé_10002", "doealice_10001",
+           "s7654321_and_a_long_tail_20230005", "1234567890123_4567"]
+    reports = class_of_four() | {s: make_report(s, {"a.one"}) for s in ids}
+    page = write_class_report(reports, tmp_path / "class", not_graded={"9876543210_98765": "no file"})
+    script = Path(__file__).resolve().parent.parent / "scripts" / "phone-view"
+    done = subprocess.run([sys.executable, str(script), str(page), str(tmp_path / "class-375.png"),
+                           "--eval", PHONE_LAYOUT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["inner_width"] == 375 and seen["scroll_width"] <= 375, seen
+    layout = json.loads(seen["eval"])
+    assert layout["bins"] == BINS
+    # no id broken mid-number; no bar, count or band off the screen
+    assert (sorted(set(layout["split"])), layout["off"]) == ([], []), layout

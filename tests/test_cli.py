@@ -205,3 +205,38 @@ def test_a_long_grading_shows_what_it_does_on_a_terminal() -> None:
     assert screen.drawn.wait(10)  # a safety net for a stuck thread, not a speed requirement
     line.close()
     assert screen.getvalue().endswith("\r")
+
+
+@pytest.mark.parametrize(("raised", "code", "said"), [
+    (None, 0, ""),
+    ("usage", 2, "grade: no such thing\n"),
+    ("terminated", 143, "grade: terminated; stopped\n"),
+    ("ctrl-c", 130, "grade: interrupted\n"),
+    ("pipe", 141, ""),
+    ("bug", 3, "grade: the grader failed (RuntimeError: oops), a bug: tell someone\n"),
+])
+def test_both_grades_end_through_one_mapping_of_errors_and_signals_to_exit_codes(raised, code, said, capsys,
+                                                                                monkeypatch) -> None:
+    """grader/cli.py's `main` and the student pack's (grader/selfgrade/cli.py) both end in `exit_status`."""
+    import os
+
+    from grader import interrupts
+    from grader.errors import UsageError
+    from grader.usage import exit_status
+
+    monkeypatch.setattr(os, "dup2", lambda *fds: None)  # the 141 case would silence this process's stdout
+    monkeypatch.setattr(os, "open", lambda *args: -1)
+    monkeypatch.setattr(sys, "stdout", type("Out", (), {"fileno": lambda self: 1})())
+    errors = {"usage": UsageError("no such thing"), "terminated": interrupts.Terminated(),
+              "ctrl-c": KeyboardInterrupt(), "pipe": BrokenPipeError(), "bug": RuntimeError("oops")}
+
+    def run() -> int:
+        if raised is not None:
+            raise errors[raised]
+        return 0
+
+    assert exit_status(run, terminated="terminated; stopped", bug="tell someone") == code
+    assert capsys.readouterr().err == said
+    if raised == "bug":
+        with pytest.raises(RuntimeError):  # the instructor's `grade`: a bug's traceback is the maintainer's
+            exit_status(run)

@@ -128,7 +128,7 @@ def test_a_loop_whose_stop_reads_nothing_it_computes_is_invariant() -> None:
 
 def test_the_switch_chooses_the_tax_from_the_income(solutions) -> None:
     cases = analysed(solutions["tax_switch"], F32).cases
-    assert cases == [CaseFacts(index_from_input=True, feeds_output=True, branches_differ=True)]
+    assert cases == [CaseFacts(index_from_input=True, feeds_output=True, branches_differ=True, returned=True)]
     assert analysed(solutions["conditional_double"], F32, F32).cases[0].index_from_input
 
 
@@ -195,14 +195,17 @@ def test_nested_loops_and_calls_are_followed_within_bounds() -> None:
 # ----------------------------------------------------------------------------- does it do the work
 
 
-def knocked(fn, args: list, *calls) -> list[tuple[str, bool | None]]:
-    """Each construct's `does_work` as the verifier's job reports it, when it is asked."""
+def knocked(fn, args: list, *calls, tolerance: tuple[float, float] | None = None) -> list[tuple[str, bool | None]]:
+    """Each construct's `does_work` as the verifier's job reports it, when it is asked (bit for
+    bit, or within a check's (rtol, atol))."""
     import base64
 
     exported = jax.export.export(fn if hasattr(fn, "lower") else jax.jit(fn))(*args)
     wire = [[{"t": "py", "v": v} for v in call] for call in calls]
     job = {"id": "k", "module": base64.b64encode(exported.serialize()).decode(), "calls": wire,
            "knockouts": ["loop", "case"]}
+    if tolerance is not None:
+        job["tolerance"] = list(tolerance)
     result = runtime.run_job(job)
     assert result["status"] == "ok", result["detail"]
     found = Constructs.model_validate(result["facts"]["constructs"])
@@ -237,6 +240,39 @@ def test_a_case_whose_result_is_multiplied_by_zero_does_no_work(solutions) -> No
         return select_tax(income) + 0 * decoy
 
     assert cases(knocked(times_zero, [F32], *incomes)) == [False]
+
+
+def by_rate_tax(income):
+    """The tax again, written from the rates (`income * 0.3 - 15000`): the same to within rounding."""
+    conds = [income >= 100000, income >= 40000, income >= 10000]
+    choices = [income * 0.30 - 15000, income * 0.20 - 5000, income * 0.10 - 1000]
+    return jnp.select(conds, choices, default=jnp.zeros_like(income))
+
+
+def every_branch_selects(income):
+    """A switch whose every branch computes the whole tax, each its own way (the hand-written
+    mutant `tax_switch_every_branch_selects`)."""
+    index = jnp.searchsorted(jnp.array([10000.0, 40000.0, 100000.0]), income, side="right")
+    return lax.switch(index, [select_tax, by_rate_tax, select_tax, by_rate_tax], income)
+
+
+def test_a_switch_whose_every_branch_computes_the_answer_chooses_nothing(solutions) -> None:
+    """Why it passed: compared bit for bit, the branches' last bits (rounding, each written its
+    own way) were taken for the choice doing the work. Within the check's tolerance (ch2-jit's
+    tax: rtol 1e-5, atol 1e-2) the choice changes nothing; the reference's switch still does."""
+    incomes = [(1.0,), (12_345.67,), (54_321.1,), (99_999.5,), (123_456.7,), (250_000.3,)]
+    cases = lambda found: [work for kind, work in found if kind == "case"]  # noqa: E731 - searchsorted is a loop
+    assert cases(knocked(every_branch_selects, [F32], *incomes)) == [True]  # bit for bit: a rounding "choice"
+    tax = (1e-5, 1e-2)
+    assert cases(knocked(every_branch_selects, [F32], *incomes, tolerance=tax)) == [False]
+    assert cases(knocked(solutions["tax_switch"], [F32], *incomes, tolerance=tax)) == [True]
+    [found] = analysed(every_branch_selects, F32).cases
+    assert found.returned and found.index_from_input and found.branches_differ
+    chooses = spec(contains=["case"], case_chooses_output=True)
+    idle = found.model_copy(update={"does_work": False})
+    assert "every branch computes the whole answer" in construct_problem(chooses, Constructs(cases=[idle]))
+    beside = idle.model_copy(update={"returned": False})  # a switch times zero beside a select: its own sentence
+    assert "something else computes it" in construct_problem(chooses, Constructs(cases=[beside]))
 
 
 def test_knockouts_run_only_when_a_check_asks() -> None:

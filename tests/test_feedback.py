@@ -12,7 +12,7 @@ import pytest
 from warm_grading import grade_warm
 
 from grader import GradeOptions
-from grader.feedback import page, write_page
+from grader.views.page import page, write_page
 from grader.report import CheckResult, Environment, ExerciseResult, Isolation, Report, SubmissionRef
 from grader.submission import SourceCell, read_submission
 
@@ -141,3 +141,85 @@ def test_both_pages_read_on_a_phone(tmp_path: Path) -> None:
         assert seen["inner_width"] == 375, (name, seen)  # 980 without the viewport tag
         assert seen["scroll_width"] <= 375, (name, seen)
         assert (tmp_path / f"{name}-375.png").stat().st_size > 5_000
+
+
+def test_the_final_score_leads_the_page_and_the_graded_one_is_explained_below() -> None:
+    """A late penalty took 10 of the checks' 88 points: the title says 78 / 100, the grade the
+    student gets, and the box under it says how 88 became 78."""
+    from grader.report import LatePenalty
+
+    check = CheckResult(id="a.one", title="one", status="passed", score=88, max_score=100, hidden=False,
+                        message=None)
+    late = LatePenalty(submitted_at="2026-12-09T10:00:00+00:00", source="times_csv",
+                       due="2026-12-08T23:59:00+00:00", days_late=1, points=10,
+                       rule="10% of the points per day late")
+    report = Report(assignment="ch2-jit", submission=SubmissionRef(path="s.py", sha256=None, kind="module"),
+                    student="alice", status="graded", score=88, max_score=100, late=late, final_score=78,
+                    exercises=[ExerciseResult(id="a", title="A", score=88, max_score=100, checks=[check])],
+                    seed=1,
+                    duration_s=1.0, environment=Environment(grader="0", python="3", jax=None),
+                    isolation=Isolation(sandboxed=True, layers=[]))
+    text = page(report, [])
+    title = re.search(r"<h1>.*?</h1>", text)
+    assert title is not None and "78 / 100" in title.group(0) and "88" not in title.group(0)
+    scores = re.findall(r"\b(78|88) / 100\b", text)
+    assert scores[0] == "78"  # the first score on the page is the final one
+    box = text[text.index("<section class='final'>"):]
+    assert "the checks gave <span data-score='graded'>88</span>" in box and "−10" in box
+
+
+def _stage_report(later: bool) -> Report:
+    """A report of two exercises: one check passed and a hidden one, judged (`later` False) or left
+    to the hand-in as the self-check leaves it; the second exercise's check likewise."""
+    def left(cid: str, title: str, points: float) -> CheckResult:
+        if later:
+            return CheckResult(id=cid, title=title, status="skipped", score=0, max_score=points, hidden=True,
+                               message="recorded; checked when you hand in", reason="on_hand_in")
+        return CheckResult(id=cid, title=title, status="passed", score=points, max_score=points, hidden=True,
+                           message=None)
+
+    seen = CheckResult(id="a.one", title="f on the notebook's values", status="passed", score=3, max_score=3,
+                       hidden=False, message=None)
+    a = ExerciseResult(id="a", title="A", score=3 if later else 7, max_score=7,
+                       checks=[seen, left("a.two", "f on hidden values", 4)])
+    b = ExerciseResult(id="b", title="B", score=0 if later else 1, max_score=1, checks=[left("b.one", "call ①", 1)])
+    return Report(assignment="ch2-jit", submission=SubmissionRef(path="s.ipynb", sha256=None, kind="notebook"),
+                  student=None, status="graded", score=a.score + b.score, max_score=8, exercises=[a, b], seed=1,
+                  duration_s=1.0, environment=Environment(grader="0", python="3", jax=None),
+                  isolation=Isolation(sandboxed=False, layers=[]))
+
+
+def test_the_self_check_says_what_it_checked_never_a_total_that_reads_as_the_grade() -> None:
+    """Before: the pack's `grade` printed "Total 3 / 8" and its page "0/4: recorded; checked when you
+    hand in" for each hidden check. After, on the terminal and the page alike: "3 of the 3 points
+    checked here", and each check left to the hand-in with the points it is worth."""
+    from grader.views.terminal import summary, summary_exercise
+
+    report = _stage_report(later=True)
+    terminal = summary(report)
+    assert "Total 3 of the 3 points checked here" in terminal and "/ 8" not in terminal, terminal
+    assert "   3 of the 3 points checked here  (1 of 1 checks)" in terminal
+    assert "  B     checked when you hand in\n" in terminal
+    assert "1 checked when you hand in (4 pts): f on hidden values" in terminal
+    assert "1 checked when you hand in (1 pt): call ①" in terminal  # before: "(1 pts)"
+    assert summary_exercise(report.exercises[0]).splitlines()[0] == "⏳ A: 3 of the 3 points checked here"
+    shown = page(report, [])
+    assert "f on hidden values</b> (hidden inputs), 4 pts: checked when you hand in" in shown
+    assert "0/4" not in shown and "recorded" not in shown
+    assert ">3 of the 3 points checked here</span>" in shown and ">checked when you hand in</span>" in shown
+    assert "3 of the 3 points checked here. 5 of the 8 points are checked when you hand in" in shown
+    graded = _stage_report(later=False)  # the instructor's `grade`: every check judged, the total is the grade
+    assert "Total 8 / 8" in summary(graded) and "checked here" not in summary(graded) + page(graded, [])
+
+
+def test_the_page_marks_checks_as_the_terminal_does() -> None:
+    """Before: a timed-out check (and one that raised) was ✗ on the page, ⏱ (!) on the terminal."""
+    from grader.views.terminal import LEGEND
+
+    timed_out = CheckResult(id="a.one", title="one", status="timeout", score=0, max_score=1, hidden=False,
+                            message="stopped after 30 s, `f` still running: does a loop never end?")
+    report = _stage_report(later=False).model_copy(update={"exercises": [ExerciseResult(
+        id="a", title="A", score=0, max_score=1, checks=[timed_out])]})
+    shown = page(report, [])
+    assert '.timeout::before{content:"⏱ "' in shown and '.error::before{content:"! "' in shown
+    assert "<li class='timeout' data-check='a.one'>" in shown and LEGEND in shown

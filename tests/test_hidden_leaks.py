@@ -19,13 +19,13 @@ from grader import GradeOptions, Report
 from grader import assignment as assignments
 from grader.cases import materialize
 from grader.checks.base import CheckOutcome, not_answered, not_available
-from grader.feedback import page
+from grader.views.page import page
 from grader.judging.plan import observe_all, plan
 from grader.judging.reveal import revealed
 from grader.judging.scoring import score_check
 from grader.kernel.protocol import ExportRequest, Observation, Raised, Request
 from grader.outputs.exports import gradescope_results
-from grader.render import summary
+from grader.views.terminal import summary
 from grader.report import CheckResult, Environment, ExerciseResult, Isolation, SubmissionRef
 from grader.report import Report as ReportModel
 from grader.spec import NumericCheck

@@ -14,7 +14,7 @@ import pytest
 from grader import inert
 from grader.batch.progress import Progress
 from grader.outputs.exports import gradescope_results, write_summary_csv
-from grader.render import summary, summary_exercise
+from grader.views.terminal import summary, summary_exercise
 from grader.report import (
     CellProblem,
     CheckResult,
@@ -271,7 +271,7 @@ def test_the_summary_explains_the_score_and_its_marks() -> None:
         ExerciseResult(id="a", title="A", score=1, max_score=3, checks=[passed, failed])], "cell_problems": []})
     text = summary(report)
     assert "(1 of 2 checks)" in text and "✗ failed  ! error  ⏱ timed out" in text
-    assert "a.easy" not in text and "✓ a.easy, 1 pts: the easy one" in summary(report, verbose=True)
+    assert "a.easy" not in text and "✓ a.easy, 1 pt: the easy one" in summary(report, verbose=True)
     wrapped = summary(report, width=60).splitlines()
     assert all(len(line) <= 60 for line in wrapped if "the hard one" in line or line.startswith("          "))
     assert sum(1 for line in wrapped if line.startswith("          ")) >= 3

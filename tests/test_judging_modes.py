@@ -145,7 +145,7 @@ def test_either_judges_the_eager_answers_with_the_advice_of_its_mode() -> None:
     outcome = calls.answers(seen, "f should ...")
     assert outcome.status == "error" and outcome.cause == "raised"
     assert "could not be traced" not in outcome.message
-    assert "in `helper`, line 4" in outcome.message and "does not ask for jax.jit" in outcome.message
+    assert "in `helper`, at line 4" in outcome.message and "does not ask for jax.jit" in outcome.message
 
 
 # ----------------------------------------------------------------------------- pure: what a call changes
@@ -231,6 +231,17 @@ def test_a_pure_jitted_function_that_prints_changes_nothing_even_traced_again(ce
     assert raw["result"]["values"][1]["data"] == [4.0]
 
 
+def test_a_default_argument_list_and_a_numpy_argument_changed_in_place_are_reported(cell) -> None:
+    exec("def keeps(x, seen=[]):\n    seen.append(x)\n    return x\n"  # noqa: S102 - a notebook's cell
+         "def in_place(avg, x):\n    if isinstance(avg, np.ndarray):\n        avg *= 0.5\n        return avg\n"
+         "    return avg * 0.5\n", cell)
+    kept = observe(cell, "keeps", [{"args": [array([1.0])]}], watch=True)["result"]["mutated"]
+    assert any("the default value of its argument `seen` (a list) grew" in m for m in kept), kept
+    placed = observe(cell, "in_place", [{"args": [array([1.0]), array([2.0])]}], watch=True)["result"]
+    assert "argument 1 (a NumPy array) was changed in place" in placed["mutated"], placed
+    assert placed["values"][0]["data"] == [0.5]  # the answer is the call's with the JAX arrays
+
+
 def test_a_compile_log_the_notebook_keeps_in_a_list_is_not_the_function_s_doing(cell) -> None:
     """The chapter's count_compiles appends JAX's compile logs to a list: a notebook that leaves
     such a handler on, with jax_log_compiles, must not make a pure jitted function impure."""
@@ -277,6 +288,24 @@ def test_counting_clears_jax_s_caches_so_a_jitted_function_calls_its_helper_on_e
     namespace["whole"](jnp.ones(3))  # a warm cache, as a notebook's earlier cell leaves it
     raw = observe(namespace, "whole", [{"args": [array([1.0, 2.0, 3.0])]}] * 2, count_calls="helper")
     assert raw["result"]["counts"] == [1, 1]
+
+
+def test_a_helper_whose_results_are_thrown_away_is_told_apart_from_one_that_does_the_work() -> None:
+    namespace: dict = {}
+    exec("import jax, jax.numpy as jnp\n"  # noqa: S102 - a notebook's cell
+         "@jax.jit\ndef step(w):\n    return w * 0.5\n"
+         "def loop(w, n):\n    for _ in range(n):\n        w = step(w)\n    return w\n"
+         "def discards(w, n):\n    for _ in range(n):\n        step(w)\n    return w * 0.5 ** n\n"
+         "@jax.jit\ndef traced(w):\n    return step(w) + 1\n", namespace)
+    calls = [{"args": [array([1.0]), {"t": "py", "v": 0}]}, {"args": [array([1.0]), {"t": "py", "v": 3}]}]
+    used = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
+    thrown = observe(namespace, "discards", calls, count_calls="step", perturb=True)["result"]
+    assert (used["counts"], used["uses"]) == ([0, 3], [False, True])  # no call, nothing to use
+    assert (thrown["counts"], thrown["uses"]) == ([0, 3], [False, False])
+    assert thrown["values"] == used["values"]  # the same answers: only the moved results tell them apart
+    inside = observe(namespace, "traced", [{"args": [array([2.0])]}], count_calls="step", perturb=True)["result"]
+    assert inside["uses"] == [True] and inside["values"][0]["data"] == [2.0]
+    assert float(namespace["traced"](jnp.ones(1) * 2.0)[0]) == 2.0  # no trace with the moved step left behind
 
 
 # ----------------------------------------------------------------------------- whole submissions

@@ -30,7 +30,7 @@ RANKS = {
     "class": 7,  # batch, outputs, gradescope, course, term
     "cli": 8,
 }
-BASE = {"errors", "faults", "spec", "report", "values", "assignment", "assignment_choice", "assignment_digest",
+BASE = {"errors", "faults", "spec", "report", "values", "assignment",
         "cases", "domains", "atomic", "runtime_paths",
         "options", "inert", "interrupts", "submission", "usage"}
 
@@ -46,7 +46,7 @@ def rank(module: str) -> str:
         return "protocol"
     if top in ("checks", "judging", "pipeline", "cli"):
         return top
-    if top in ("precompile", "selfcheck", "selfgrade", "render", "feedback"):
+    if top in ("precompile", "selfcheck", "selfgrade", "views"):
         return "pipeline"
     if top in ("sandbox", "kernel", "verifier"):
         return "process"

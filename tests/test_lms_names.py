@@ -68,6 +68,7 @@ submission_216996427:
     ("doealice_10001_5550_ch2-jit-1.ipynb", "doealice_10001", "10001", False, "ch2-jit-1.ipynb"),  # re-upload
     ("doealice_10001_5550_my_work_2.py", "doealice_10001", "10001", False, "my_work_2.py"),
     ("10003_5552_ch2-jit.ipynb", "10003", "10003", False, "ch2-jit.ipynb"),  # older Canvas, anonymous
+    ("doe_alice_10001_5550_x.ipynb", "doe_alice_10001", "10001", False, "x.ipynb"),  # `_` is a word character
     ("LATE_anon_Xy7Zq_5553_ch2-jit.ipynb", "anon_Xy7Zq", None, True, "ch2-jit.ipynb"),
 ])
 def test_canvas_names_as_canvas_writes_them(name: str, student: str, user_id: str | None, late: bool,
@@ -80,7 +81,7 @@ def test_canvas_names_as_canvas_writes_them(name: str, student: str, user_id: st
 
 
 @pytest.mark.parametrize("name", ["alice.ipynb", "hw_1_2_x.ipynb", "Alice_10001_5550_x.ipynb",
-                                  "doe_alice_10001_5550_x.ipynb", "doealice_10001_x.ipynb", "s1234567.ipynb"])
+                                  "doealice_10001_x.ipynb", "s1234567.ipynb", "doe__10001_5550_x.ipynb"])
 def test_a_name_someone_chose_is_not_canvas_s(name: str) -> None:
     assert lms_names.canvas(name) is None
 
@@ -100,6 +101,83 @@ def test_moodle_names_with_and_without_folders() -> None:
     assert (flat.user_id, flat.file_name, flat.late) == ("1234567", "ch2-jit.ipynb", None)
     assert lms_names.student_id(blind) == "Participant_7654321"
     assert lms_names.moodle("Anna Müller_assignsubmission_file_", folder=True) is None
+
+
+# A student who calls herself `doealice_10001` on Canvas (user 20002): her files read as hers and as
+# doealice's (user 10001) file `20002_6661_ch2-jit.ipynb`.
+CLAIMING = "doealice_10001_20002_6661_ch2-jit.ipynb"
+
+
+def test_a_name_that_reads_as_several_students_is_no_one_s_unless_the_roster_decides() -> None:
+    readings = lms_names.readings(CLAIMING, folder=False)
+    assert [(r.user_id, lms_names.student_id(r)) for r in readings] == [
+        ("10001", "doealice_10001"), ("20002", "doealice_10001_20002")]
+    assert lms_names.canvas(CLAIMING) is None  # never the first split, as Canvas's own reader takes it
+    nobody = lms_names.read(CLAIMING, folder=False)
+    assert isinstance(nobody, lms_names.Ambiguous) and nobody.chosen is None
+    assert "doealice_10001 (Canvas user 10001) or doealice_10001_20002 (Canvas user 20002)" in nobody.reason()
+    assert "grade export OUT --canvas" in nobody.reason()
+    both = lms_names.read(CLAIMING, folder=False, roster={"10001", "20002"})  # both enrolled: undecided
+    assert isinstance(both, lms_names.Ambiguous) and both.chosen is None
+    # an upload name with digits in it: the roster has no user 2, so the file is doealice's
+    own = lms_names.read("doealice_10001_5550_hw_2_123_x.ipynb", folder=False, roster={"10001", "20002"})
+    assert isinstance(own, lms_names.Ambiguous) and own.chosen is not None
+    assert lms_names.student_id(own.chosen) == "doealice_10001"
+    # Moodle's full names the same: a flat download's file whose name holds another's prefix
+    flat = "Anna Müller_1234567_assignsubmission_file_x_7654321_assignsubmission_file_ch2-jit.ipynb"
+    assert [lms_names.student_id(r) for r in lms_names.moodle_readings(flat, folder=False)] == [
+        "Anna Müller_1234567", "Anna Müller_1234567_assignsubmission_file_x_7654321"]
+    assert lms_names.moodle(flat, folder=False) is None
+    moodle = lms_names.read(flat, folder=False, roster={"1234567"})  # a Canvas export decides no Moodle name
+    assert isinstance(moodle, lms_names.Ambiguous) and moodle.chosen is None
+    assert moodle.reason().endswith("rename it to its student's id")
+    # a name that reads as Canvas's and as Moodle's: neither is taken for granted
+    both_lms = lms_names.read("10001_777_assignsubmission_file_x.ipynb", folder=False)
+    assert isinstance(both_lms, lms_names.Ambiguous)
+    assert {r.lms for r in both_lms.readings} == {"canvas", "moodle"}
+
+
+def test_a_display_name_cannot_claim_another_student_s_download(tmp_path: Path) -> None:
+    """doealice's own file reads one way and stays hers; the claiming one is an error report of its
+    own, with or without the roster (which holds both users), and never a second file of hers."""
+    for name in ("doealice_10001_5550_ch2-jit.ipynb", CLAIMING):
+        (tmp_path / name).write_text("{}")
+    for roster in (None, {"10001", "20002"}):
+        found = discover([tmp_path], roster=roster)
+        assert found.conflicts == {}
+        assert [(f.student, f.path.name) for f in found.submissions] == [
+            ("doealice_10001", "doealice_10001_5550_ch2-jit.ipynb")]
+        [problem] = found.problems
+        assert problem.student == "doealice_10001_20002_6661_ch2-jit"
+        assert "reads as 2 students'" in problem.reason and "given to none of them" in problem.reason
+    # a roster from before she enrolled (no user 20002) would give her file to doealice: doealice's
+    # own file, whose name reads one way, keeps it hers
+    stale = discover([tmp_path], roster={"10001"})
+    assert stale.conflicts == {} and [f.student for f in stale.submissions] == ["doealice_10001"]
+    assert [p.student for p in stale.problems] == ["doealice_10001_20002_6661_ch2-jit"]
+    assert "export it again" in stale.problems[0].reason
+    # the roster decides a file no other claims: the same claim alone, with only user 20002 enrolled
+    (tmp_path / "doealice_10001_5550_ch2-jit.ipynb").unlink()
+    decided = discover([tmp_path], roster={"20002"})
+    assert [f.student for f in decided.submissions] == ["doealice_10001_20002"] and decided.problems == []
+    identified = lms_names.identify(tmp_path / CLAIMING, "doealice_10001_20002")
+    assert identified is not None and identified.user_id == "20002"
+    assert lms_names.identify(tmp_path / CLAIMING) is None
+
+
+def test_a_batch_reads_the_canvas_export_it_keeps_to_decide(tmp_path: Path) -> None:
+    """The roster reaches a batch through OUT: `grade export --canvas` keeps the export's path in the
+    gradebook; a missing or unreadable one decides nothing."""
+    from grader.outputs.gradebook import ExportSettings, Gradebook
+    from grader.term.lms import stored_canvas_roster
+
+    assert stored_canvas_roster(tmp_path) is None
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.save_export_settings(ExportSettings(canvas_roster=str(ROSTER)))
+    assert stored_canvas_roster(tmp_path) == {"10001", "10002", "10003", "10004", "10005", "10099"}
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.save_export_settings(ExportSettings(canvas_roster=str(tmp_path / "gone.csv")))
+    assert stored_canvas_roster(tmp_path) is None
 
 
 def test_gradescope_metadata_as_gradescope_writes_it() -> None:

@@ -213,9 +213,9 @@ def test_the_assignment_is_chosen_in_one_module() -> None:
     deciders = {"choose_assignment", "decide_assignment", "wrong_claim", "only_assignment"}
     defined = {(module, node.name) for module, tree in MODULES.items() for node in ast.walk(tree)
                if isinstance(node, ast.FunctionDef) and node.name in deciders}
-    assert defined == {("grader/assignment_choice.py", name) for name in deciders}
+    assert defined == {("grader/assignment/choice.py", name) for name in deciders}
     refusing = {module for module, tree in MODULES.items() for node in ast.walk(tree)
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == "WrongAssignment"}
     # submission.py refuses a claim that is not a string at all, while reading the notebook
-    assert refusing == {"grader/assignment_choice.py", "grader/submission.py"}
+    assert refusing == {"grader/assignment/choice.py", "grader/submission.py"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -107,6 +108,74 @@ def test_the_pack_holds_the_public_part_only(pack: Path, repo_root: Path) -> Non
     assert "jax==" not in metadata  # the student's JAX stays
 
 
+DEFERRED_NEEDS = ("kind", "id", "title", "points", "verifies", "message", "hint", "hidden")
+"""What the self-check reports of a check it leaves to the hand-in ("checked when you hand in"): its
+title, points, requirements, and the words of its failure. It judges none of them, so it needs none
+of their inputs, generators' parameters, references, tolerances or answers."""
+
+
+def _leaves(value: object, path: tuple = ()) -> list[tuple[tuple, object]]:
+    """Every value a JSON tree holds, with the path to it."""
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in _leaves(item, (*path, key))]
+    if isinstance(value, list):
+        return [leaf for i, item in enumerate(value) for leaf in _leaves(item, (*path, i))]
+    return [(path, value)]
+
+
+@pytest.mark.parametrize("assignment", ["ch2-jit", "ch2-practice", "ch2-scan"])
+def test_the_wheel_holds_nothing_of_a_hidden_check_but_what_the_self_check_needs(
+        request: pytest.FixtureRequest, assignment: str, repo_root: Path) -> None:
+    """Every value the wheel holds for each check the self-check does not judge (hidden, custom, a
+    prediction, a quiz answer), listed against what the self-check needs: the check's own words from
+    the instructor's spec, the student's function or variable it calls (a name the notebook handed
+    out shows), "on_hand_in" where the spec's model needs a field, and nothing else; and none of
+    what those checks judge with (generators, their parameters, checks.py's functions) is in any
+    file of the wheel."""
+    import tomllib
+
+    from grader.judging.reveal import judged_now
+
+    folder = request.getfixturevalue({"ch2-jit": "pack", "ch2-practice": "practice_pack",
+                                      "ch2-scan": "scan_pack"}[assignment])
+    files = _files(folder)
+    package = "jax_course_" + assignment.replace("-", "_")
+    packed = json.loads(files[f"{package}/_assignments/{assignment}/assignment.json"])
+    loaded = assignments.load(assignment)
+    raw = tomllib.loads((loaded.folder / "assignment.toml").read_text(encoding="utf-8"))
+    template = (repo_root / "student_template" / f"{assignment}.ipynb").read_text(encoding="utf-8")
+    everything = "\n".join(files.values())
+    deferred = 0
+    for exercise, raw_exercise, packed_exercise in zip(loaded.spec.exercises, raw["exercises"],
+                                                       packed["exercises"]):
+        for spec, instructor, held in zip(exercise.checks, raw_exercise["checks"], packed_exercise["checks"]):
+            if judged_now(spec, "self_check"):
+                continue
+            deferred += 1
+            where = f"{exercise.id}.{spec.id}"
+            for path, value in _leaves(held):
+                field = path[0]
+                if field in DEFERRED_NEEDS:
+                    said = instructor.get(field, spec.kind if field == "kind" else None)
+                    assert said == held[field], (where, path)
+                elif field == "reveal":
+                    assert value == "on_hand_in", (where, path)
+                elif field in ("function", "name") and value != "on_hand_in":
+                    assert path == (field,) and value == instructor[field], (where, path, value)
+                    assert f"{value}" in template, (where, value)  # the notebook's own name
+                else:
+                    assert value == "on_hand_in", (where, path, value)
+            # what the check judges with is in no file of the wheel
+            for holder in (instructor.get("cases"), (instructor.get("returns") or {}).get("cases")):
+                if holder and holder.get("generator"):
+                    generator = holder["generator"]
+                    assert not re.search(rf"\b{generator}\b", everything), (where, generator)
+            if spec.kind == "custom":
+                function = instructor["function"]
+                assert not re.search(rf"\b{function}\b", everything), (where, function)
+    assert deferred >= 4  # ch2-scan has 4 hidden checks; ch2-jit 17; ch2-practice 16
+
+
 def test_no_expected_value_of_a_hidden_input_is_in_the_pack(pack: Path) -> None:
     loaded = assignments.load("ch2-jit")
     table = json.loads(_files(pack)["jax_course_ch2_jit/_assignments/ch2-jit/expected.json"])
@@ -159,12 +228,12 @@ def test_the_packs_in_a_fresh_venv_self_check_modules_and_the_notebooks_own_cell
     _self_checks_a_module(venv, env, repo_root, tmp_path)
     in_cells = _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(venv, repo_root, tmp_path)
     graded = _grade_gives_the_reference_every_visible_check(venv, env, repo_root, tmp_path)
-    assert in_cells == [f"{e['score']:g} / {e['max_score']:g}" for e in graded["exercises"]]  # same checks
+    assert in_cells == _checked_here(graded)  # the same checks, told the same way
     practice_in_cells = _runs_the_notebook_s_self_check_cells_in_a_jupyter_kernel(
         venv, repo_root, tmp_path, "ch2-practice")
     practice_graded = _grade_gives_the_reference_every_visible_check(venv, env, repo_root, tmp_path,
                                                                      "ch2-practice")
-    assert practice_in_cells == [f"{e['score']:g} / {e['max_score']:g}" for e in practice_graded["exercises"]]
+    assert practice_in_cells == _checked_here(practice_graded)
     _grade_fails_a_wrong_notebook_where_the_instructor_s_grade_does(venv, env, repo_root, tmp_path)
     _a_notebook_whose_pack_is_missing_gets_one_sentence(venv, env, tmp_path)
     _uninstalled_one_pack_leaves_the_other_s_python_m(venv, env, tmp_path)
@@ -390,7 +459,7 @@ def _grade_fails_a_wrong_notebook_where_the_instructor_s_grade_does(venv: Path, 
 
 def test_the_pack_s_grade_loads_no_kernel_sandbox_or_class_code() -> None:
     """What the pack holds is what `grade` in it can load: no Jupyter, no sandbox, no batch."""
-    code = ("import json, sys\nimport grader.selfgrade.cli, grader.selfgrade.grading, grader.feedback\n"
+    code = ("import json, sys\nimport grader.selfgrade.cli, grader.selfgrade.grading, grader.views.page\n"
             "print(json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout)
@@ -409,7 +478,7 @@ def test_the_pack_holds_its_grade_command_and_python_m_of_its_package(pack: Path
     assert "from jax_course_ch2_jit.selfgrade.cli import entry" in files["jax_course_ch2_jit/__main__.py"]
     assert "ASSIGNMENT = 'ch2-jit'" in files["jax_course_ch2_jit/__init__.py"]
     assert {"jax_course_ch2_jit/selfgrade/cli.py", "jax_course_ch2_jit/selfgrade/packs.py",
-            "jax_course_ch2_jit/selfgrade/inside/cells.py", "jax_course_ch2_jit/feedback.py"} <= set(files)
+            "jax_course_ch2_jit/selfgrade/inside/cells.py", "jax_course_ch2_jit/views/page.py"} <= set(files)
     record = files[next(n for n in files if n.endswith("dist-info/RECORD"))]
     assert "entry_points.txt,sha256=" in record and "jax_course_ch2_jit/__main__.py,sha256=" in record
     students = (pack / "STUDENTS.md").read_text()
@@ -579,6 +648,14 @@ def test_the_course_s_three_packs_install_side_by_side_and_each_checks_its_own_n
         judged = [c for e in report["exercises"] for c in e["checks"] if c.get("reason") != "on_hand_in"]
         assert judged and all(c["status"] == "passed" for c in judged), [c["id"] for c in judged
                                                                          if c["status"] != "passed"]
+
+
+def _checked_here(report: dict) -> list[str]:
+    """Each exercise's points as the self-check tells them ("17 of the 17 points checked here")."""
+    from grader.views.terminal import scored
+    from grader.report import Report
+
+    return [scored(e.score, e.max_score, e.checks) for e in Report.model_validate(report).exercises]
 
 
 def _selfgrade(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -79,3 +79,27 @@ def test_an_answer_written_in_the_self_check_cell_is_graded_with_a_note(tmp_path
     assert note.where.startswith("cell ") and note.message.startswith(f"{note.where} is exercise tax's self-check cell")
     assert "answer cell above it" in note.message
     assert "Not answered yet" not in " ".join(c.message or "" for c in tax.checks)
+
+
+def test_the_pack_s_grade_says_the_jax_differs_as_the_self_check_cells_do(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    """Before: only the notebook's self-check cells said "you have JAX X; the course grades with JAX Y"."""
+    import argparse
+    from importlib import metadata
+
+    from grader import assignment as assignments
+    from grader.report import Environment, Isolation, Report, SubmissionRef
+    from grader.selfcheck import jax_note
+    from grader.selfgrade import cli
+
+    monkeypatch.setattr(assignments, "PACKED_DIR", tmp_path)  # the pack's folder, which holds course.json
+    (tmp_path / "course.json").write_text(json.dumps({"jax": "0.4.0"}), encoding="utf-8")
+    report = Report(assignment="ch2-jit", submission=SubmissionRef(path="s.ipynb", sha256=None, kind="notebook"),
+                    student=None, status="graded", score=0, max_score=0, exercises=[], seed=1, duration_s=1.0,
+                    environment=Environment(grader="0", python="3", jax=None),
+                    isolation=Isolation(sandboxed=False, layers=[]))
+    cli._emit(report, argparse.Namespace(json=str(tmp_path / "r.json"), verbose=False), tmp_path / "s.ipynb")
+    note = f"note: you have JAX {metadata.version('jax')}; the course grades with JAX 0.4.0."
+    assert capsys.readouterr().out.count(note) == 1
+    (tmp_path / "course.json").write_text(json.dumps({"jax": metadata.version("jax")}), encoding="utf-8")
+    assert jax_note() is None

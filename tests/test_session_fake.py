@@ -1,4 +1,6 @@
 """Session logic (cells, probe batches, restarts, replays) with a fake kernel: no processes.
+The scenarios the pack's `grade` shares (grader/kernel/driver.py) run through both in
+tests/test_driver.py, on this fake; here, the rest, through the kernel's `Session`.
 
 The fake kernel runs cells with `exec` in a dict and answers probe cells with the real probe
 (`grader.kernel.inside.runtime.observe`). Student code simulates the faults a real kernel can suffer by
@@ -208,21 +210,6 @@ def test_a_hanging_cell_that_ignores_interrupts_costs_a_new_kernel() -> None:
     assert new.namespace["y"] == 2 and old.closed
 
 
-def test_a_cell_that_kills_the_kernel_is_recorded_and_the_rest_runs_in_a_new_kernel() -> None:
-    factory = FakeKernelFactory()
-    cells = ("x = 1", "raise ValueError('student bug')", "raise KernelDies", "y = x + 1")
-    with session_for(submission(*cells), factory) as session:
-        session.run_student_cells()
-        problems = session.problems
-    assert [(p.cell, p.status) for p in problems] == [(1, "error"), (2, "died")]
-    assert problems[1].message == "cell 3 killed the Python kernel; it was restarted without that cell"
-    first, second = factory.kernels
-    assert first.closed
-    # the raising cell completed (its effects before the raise count), the killer is not replayed
-    assert second.ran == ["x = 1", "raise ValueError('student bug')", "y = x + 1"]
-    assert second.namespace["y"] == 2
-
-
 def test_cells_are_skipped_when_the_submission_time_is_up() -> None:
     factory = FakeKernelFactory()
     with session_for(submission("x = 1", "y = 2"), factory, submission_timeout=0) as session:
@@ -231,16 +218,6 @@ def test_cells_are_skipped_when_the_submission_time_is_up() -> None:
     assert [p.status for p in problems] == ["skipped", "skipped"]
     assert problems[0].message == "cell 1 was not run: the submission's time limit ran out"
     assert all(k.ran == [] for k in factory.kernels)
-
-
-def test_cells_are_skipped_when_the_kernel_cannot_be_restored() -> None:
-    factory = FakeKernelFactory()
-    cells = ["raise KernelDies"] * (MAX_RESTARTS + 1) + ["x = 1"]
-    with session_for(submission(*cells), factory) as session:
-        session.run_student_cells()
-        statuses = [p.status for p in session.problems]
-    assert statuses == ["died"] * (MAX_RESTARTS + 1) + ["skipped"]
-    assert "could not be restored" in session.problems[-1].message
 
 
 # ----------------------------------------------------------------------------- probe batches
@@ -269,24 +246,6 @@ def test_probe_batch_answers_every_request() -> None:
     assert got["b"].status == "raised" and got["b"].raised.ename == "RuntimeError"
     assert got["c"].status == "missing"
     assert len(factory.kernels) == 1
-
-
-def test_kernel_death_marks_the_culprit_and_the_rest_are_answered() -> None:
-    factory = FakeKernelFactory()
-    requests = [call("first", "ok", 1), call("culprit", "dies", 1), call("after", "ok", 10)]
-    with session_for(submission("x = 5", STUDENT), factory) as session:
-        session.run_student_cells()
-        got = session.observe(requests, 5.0)
-        assert session.restarts == 1
-    assert set(got) == {"first", "culprit", "after"}
-    assert value_of(got["first"]) == 2
-    assert got["culprit"].status == "crashed" and got["culprit"].died and not got["first"].died
-    assert got["culprit"].detail.startswith("the Python kernel died during this check")
-    assert value_of(got["after"]) == 11
-    first, second = factory.kernels
-    assert second.ran[:2] == ["x = 5", STUDENT]  # replayed before the rest of the batch
-    remaining = probe_requests(second.ran[2])
-    assert [r["id"] for r in remaining] == ["after"]  # answered requests are not asked again
 
 
 def test_timeout_marks_the_culprit_and_the_rest_are_answered() -> None:
@@ -439,25 +398,6 @@ def test_restart_budget_exhausted_marks_the_rest_crashed(interrupt_works: bool) 
 # ----------------------------------------------------------------------------- hostile answers, bounds
 
 
-def test_a_function_that_hung_once_is_not_called_again_in_the_run() -> None:
-    """A hanging newton_sqrt used to cost every check that calls it a full probe timeout."""
-    factory = FakeKernelFactory(interrupt_works=False)
-    code = STUDENT + "\ndef hangs(x):\n    raise CellHangs()\n"
-    with session_for(submission(code), factory) as session:
-        session.run_student_cells()
-        first = session.observe([call("h1", "hangs", 1), call("h2", "hangs", 2), call("ok1", "ok", 1)], 5.0)
-        later = session.observe([call("h3", "hangs", 3), LookupRequest(id="look", name="hangs")], 5.0)
-    assert first["h1"].status == "timeout"
-    assert first["h2"].status == "timeout" and "not called again" in first["h2"].detail
-    assert value_of(first["ok1"]) == 2
-    assert later["h3"].status == "timeout" and "not called again" in later["h3"].detail
-    assert later["look"].status == "ok"  # looking the name up does not call it
-    probes = [[r["id"] for r in probe_requests(code)] for k in factory.kernels for code in k.ran
-              if probe_requests(code)]
-    assert probes[0] == ["h1", "h2", "ok1"]  # one batch: h1 hung before h2 ran
-    assert all("h2" not in p and "h3" not in p for p in probes[1:])
-
-
 def test_an_oversized_or_too_deep_answer_is_that_check_s_error() -> None:
     class Deep(FakeKernel):
         def run(self, code: str, timeout: float, **kw) -> CellRun:
@@ -491,14 +431,6 @@ def test_an_oversized_or_too_deep_answer_is_that_check_s_error() -> None:
     assert got["c"].status == "crashed" and "integer" in got["c"].detail
     assert got["d"].status == "crashed" and "malformed" in got["d"].detail
     assert got["e"].status == "crashed" and "malformed" in got["e"].detail
-
-
-def test_cell_problems_are_capped_and_counted() -> None:
-    cells = [f"raise ValueError('cell {i} ' + 'x' * 5000)" for i in range(60)]
-    with session_for(submission(*cells), FakeKernelFactory()) as session:
-        session.run_student_cells()
-    assert len(session.problems) == 20 and session.problems_omitted == 40
-    assert all(len(p.message) <= 1000 for p in session.problems)
 
 
 def test_replays_spend_the_submission_time_limit() -> None:

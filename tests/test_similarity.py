@@ -19,9 +19,9 @@ from jax import export
 from warm_grading import grade_warm
 
 from grader import GradeOptions, Report
-from grader.feedback import page
+from grader.views.page import page
 from grader.outputs.exports import gradescope_results
-from grader.render import summary
+from grader.views.terminal import summary
 from grader.report import ProgramFingerprint
 from grader.term.models import SimilarGroup
 from grader.term.similarity import DEFAULT_THRESHOLD, MIN_SIZE, record_groups, similar_groups
@@ -496,3 +496,86 @@ def test_fingerprints_never_reach_what_the_student_sees(graded) -> None:
             page(report, [])]
     for text in seen:
         assert not any(secret in text for secret in secrets)
+
+
+# ============================================================================= no-op operations folded
+
+# The reference's tax and Newton with `+ 0.0`, `- 0`, `* 1.0`, `/ 1.0` after most operations
+# (scalars and arrays, floats and ints, chained): the program it copied, once they are folded.
+PADDED = '''# %% [tax]
+brackets = np.array([0.0, 10000.0, 40000.0, 100000.0], dtype=np.float32)
+rates = np.array([0.0, 0.10, 0.20, 0.30], dtype=np.float32)
+base_tax = np.concatenate([[0.0], np.cumsum(np.diff(brackets) * rates[:-1])]).astype(np.float32)
+
+
+@jax.jit
+def tax_switch(income):
+    idx = (jnp.searchsorted(brackets, income * 1.0, side="right") - 1) * 1 + 0
+    branches = [(lambda inc, k=k: (base_tax[k] + ((inc - brackets[k]) * 1.0 + 0.0) * rates[k] - 0.0) / 1.0)
+                for k in range(4)]
+    return lax.switch(idx, branches, income + 0.0) * 1.0
+
+
+@jax.jit
+def tax_vectorized(income):
+    income = income * 1.0 + 0.0
+    conds = [income < 10000, income < 40000, income < 100000]
+    choices = [jnp.zeros_like(income) + 0.0, (income - 10000) * 0.10 * 1.0, (3000 + (income - 40000) * 0.20) / 1.0]
+    return jnp.select(conds, choices, default=15000 + (income - 100000 + 0.0) * 0.30 * 1.0) - 0.0
+
+
+# %% [newton]
+@jax.jit
+def newton_sqrt(a, tol):
+    x0 = jnp.where(a < 1.0, 1.0, a) * 1.0
+
+    def cond_fun(state):
+        x, x_prev, k = state
+        return (jnp.abs(x - x_prev - 0.0) * 1.0 >= tol / 1.0) & (k + 0 < 100)
+
+    def body_fun(state):
+        x, _, k = state
+        return ((0.5 * (x + a / x / 1.0) + 0.0) * 1.0) / 1.0, x + 0.0, (k + 1) * 1
+
+    x, _, k = lax.while_loop(cond_fun, body_fun, (x0 * 1.0, x0 + 1.0, 0))
+    return x * 1.0 - 0.0, k * 1
+'''
+SIGNATURES = {"tax_switch": ("tax", [S((), F32)]), "tax_vectorized": ("tax", [S((12,), F32)]),
+              "newton_sqrt": ("newton", [S((), F32), S((), F32)])}
+
+
+def fingerprints_of(source: str) -> list[ProgramFingerprint]:
+    """Each tax and Newton function of `source`, exported and fingerprinted as the verifier does."""
+    namespace: dict = {}
+    exec(compile("import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom jax import lax\n" + source,  # noqa: S102
+                 "student", "exec"), namespace)
+    out = []
+    for function, (exercise, avals) in SIGNATURES.items():
+        exported = export.export(namespace[function])(*avals)
+        made = runtime.inspect_module(export.deserialize(bytearray(exported.serialize())))["fingerprint"]
+        out.append(ProgramFingerprint(exercise=exercise, function=function, **made))
+    return out
+
+
+def test_a_copy_padded_with_no_op_operations_is_the_program_it_copied(reference_sections) -> None:
+    own = fingerprints_of(f"{reference_sections['tax']}\n{reference_sections['newton']}")
+    padded = fingerprints_of(PADDED)
+    honest = fingerprints_of(INDEPENDENT_A)
+    assert [p.digest for p in padded] == [p.digest for p in own]  # every function: the very program
+    reports = {"original": report_with(*own), "padded": report_with(*padded), "honest": report_with(*honest)}
+    for low in (DEFAULT_THRESHOLD, 0.5):
+        groups = [g for g in similar_groups(reports, low, common_share=None)]
+        assert [(g.exercise, g.students, g.identical) for g in groups] == [
+            ("tax", ["original", "padded"], True), ("newton", ["original", "padded"], True)], low
+
+
+def test_only_operations_that_change_nothing_are_folded() -> None:
+    """`x * 0`, `x + 1`, `0 - x`, `1 / x` and `x ** 1` stay; a 0 still used elsewhere stays too."""
+    base = fingerprint.fingerprint(text_of(lambda x, y: (x * y, jnp.zeros_like(x))))
+    for changed in (lambda x, y: (x * y * 0.0, jnp.zeros_like(x)), lambda x, y: (x * y + 1.0, jnp.zeros_like(x)),
+                    lambda x, y: (0.0 - x * y, jnp.zeros_like(x)), lambda x, y: (1.0 / (x * y), jnp.zeros_like(x))):
+        assert fingerprint.fingerprint(text_of(changed))["digest"] != base["digest"]
+    same = fingerprint.fingerprint(text_of(lambda x, y: ((x + 0.0) * (y * 1.0) / 1.0, jnp.zeros_like(x) - 0.0)))
+    assert same == base
+    normalised, constants = fingerprint.normalise(text_of(lambda x, y: (x + 0.0 + y, jnp.zeros_like(x))))
+    assert constants == ["dense<0.000000e+00> : tensor<f32>"] and normalised.count("stablehlo.add") == 1

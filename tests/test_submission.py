@@ -203,6 +203,25 @@ def test_invalid_json_notebook(tmp_path: Path) -> None:
     assert unreadable(path).reason.startswith("not a valid Jupyter notebook")
 
 
+@pytest.mark.parametrize(("body", "says"), [
+    ("cut", "the file ends in the middle of its JSON (cut short when it was saved or copied?)"),
+    ('{"cells": [1,, 2]}', "its JSON is broken at line 1, column 14"),
+    ("", "the file is empty"),
+    ("null", "its JSON is null, where a notebook is an object holding its cells"),
+])
+def test_a_broken_notebook_is_told_in_words_never_by_the_parser_s_class(repo_root: Path, tmp_path: Path,
+                                                                         body: str, says: str) -> None:
+    """Before: "not a valid Jupyter notebook (JSONDecodeError)" for a notebook cut short, "(a JSON
+    NoneType)" for `null`."""
+    text = (repo_root / "solutions" / "ch2-jit.ipynb").read_text(encoding="utf-8")
+    path = tmp_path / "submit.ipynb"
+    for cut in ((len(text) // k for k in (2, 3, 5, 7)) if body == "cut" else (None,)):
+        path.write_text(text[:cut] if cut else body, encoding="utf-8")
+        reason = unreadable(path).reason
+        assert reason.startswith("not a valid Jupyter notebook") and says in reason, reason
+        assert "Error" not in reason and "NoneType" not in reason
+
+
 def test_json_that_is_not_a_notebook(tmp_path: Path) -> None:
     path = tmp_path / "list.ipynb"
     path.write_text(json.dumps([1, 2, 3]), encoding="utf-8")

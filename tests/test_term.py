@@ -152,7 +152,7 @@ def test_an_older_gradebook_gains_the_columns_and_its_rows_are_regraded(tmp_path
 
 
 def test_the_digest_changes_with_any_file_a_verdict_depends_on(tmp_path: Path) -> None:
-    from grader.assignment_digest import assignment_digest
+    from grader.assignment.digest import assignment_digest
 
     folder = tmp_path / "a"
     shutil.copytree(ROOT / "assignments" / "ch2-jit", folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -401,13 +401,124 @@ def test_a_failed_export_setting_is_not_kept(tmp_path: Path) -> None:
     roster = ROOT / "tests" / "fixtures" / "canvas" / "gradebook_export.csv"
     bad = subprocess.run([*GRADE, "export", str(out), "--canvas", str(roster), "--canvas-column", "nope"],
                          capture_output=True, text=True)
-    assert bad.returncode == 2 and "not updated" in bad.stderr
+    assert bad.returncode == 2 and "canvas.csv was not written: 'nope' is not a column" in bad.stderr
+    assert not (out / "canvas.csv").exists()
     again = subprocess.run([*GRADE, "export", str(out)], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr  # the bad column was not kept
     (out / "canvas.csv").write_text("x")
     own = subprocess.run([*GRADE, "export", str(out), "--canvas", str(out / "canvas.csv")],
                          capture_output=True, text=True)
     assert own.returncode == 2 and "is what this export writes" in own.stderr
+
+
+CANVAS_EXPORT = ROOT / "tests" / "fixtures" / "canvas" / "gradebook_export.csv"
+
+
+def canvas_batch(out: Path) -> None:
+    """A batch graded from Canvas's download (no kernel): Alice, José (marked LATE) and a student
+    the export does not have."""
+    book_of(out, [graded("doealice_10001", 80.0, "/subs/doealice_10001_5550_ch2-jit.ipynb"),
+                  graded("garcíajosé_10002", 70.0, "/subs/garcíajosé_LATE_10002_5551_ch2-jit.ipynb"),
+                  graded("zedzoe_10077", 60.0, "/subs/zedzoe_10077_5599_ch2-jit.ipynb")])
+
+
+def test_each_export_reports_its_own_outcome_and_nothing_is_swallowed(tmp_path: Path) -> None:
+    """Canvas written with its unmatched student named, Gradescope written, Moodle refused (its
+    import matches none of Canvas's ids): every outcome is said, the refused one is not written
+    nor kept, and the others are kept for later rebuilds."""
+    out = tmp_path / "out"
+    canvas_batch(out)
+    done = subprocess.run([*GRADE, "export", str(out), "--canvas", str(CANVAS_EXPORT), "--moodle",
+                           "--gradescope"], capture_output=True, text=True)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the LMS export was not updated" not in done.stderr and "Traceback" not in done.stderr
+    assert "2 scores in Chapter 2: jax.jit (ch2-jit) (123456)" in done.stdout
+    assert str(out / "canvas.csv") in done.stdout and str(out / "gradescope") in done.stdout
+    assert str(out / "moodle.csv") not in done.stdout
+    assert ("grade: not matched: zedzoe_10077: not in the roster; looked for Canvas user id 10077 in the ID "
+            "column") in done.stderr.splitlines()
+    assert ("grade: moodle.csv was not written: 3 students are named as an LMS's download names them"
+            in done.stderr)
+    assert (out / "canvas.csv").is_file() and (out / "gradescope").is_dir()
+    assert not (out / "moodle.csv").exists()
+    # what was written is kept, what failed is not: a plain export rebuilds Canvas and Gradescope only
+    again = subprocess.run([*GRADE, "export", str(out)], capture_output=True, text=True)
+    assert again.returncode == 4, again.stdout + again.stderr  # zedzoe still matches no row
+    assert "moodle.csv" not in again.stdout + again.stderr and "2 scores in" in again.stdout
+    assert str(out / "gradescope") in again.stdout
+
+
+def test_adjust_finds_the_near_name_as_only_and_remove_do(tmp_path: Path) -> None:
+    """`grade adjust` with a name that is no student's suggests the one meant, by the rule `--only`
+    and `grade remove` use (grader/term/remove.py `closest`); a name copied from a macOS file name
+    (NFD) is the student it names."""
+    import unicodedata
+
+    from grader.term.remove import closest
+
+    out = tmp_path / "out"
+    canvas_batch(out)
+    ids = ["doealice_10001", "garcíajosé_10002", "zedzoe_10077"]
+    for typed, meant in (("alice", "doealice_10001"), ("García, José", "garcíajosé_10002"),
+                         ("garciajose", "garcíajosé_10002"), ("Doealice_10001", "doealice_10001")):
+        assert closest(typed, ids) == meant  # what --only and grade remove say
+        done = subprocess.run([*GRADE, "adjust", str(out), typed, "--points", "1", "--reason", "r"],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and f"(did you mean {meant!r}?)" in done.stderr, (typed, done.stderr)
+    assert closest("xyz", ids) is None
+    nfd = unicodedata.normalize("NFD", "garcíajosé_10002")
+    done = subprocess.run([*GRADE, "adjust", str(out), nfd, "--points", "1", "--reason", "r"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert Report.model_validate_json(next(out.glob("garc*.json")).read_text()).final == 71.0
+
+
+def test_a_failed_export_leaves_no_half_written_folder(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.outputs import exports
+    from grader.outputs.gradebook import ExportSettings
+    from grader.outputs.rebuild import update
+
+    out = tmp_path / "out"
+    book_of(out, [graded("alice", 80.0), graded("bob", 70.0)])
+    real = exports.write_gradescope
+
+    def halfway(reports: dict, root: Path) -> Path:
+        real(dict(list(reports.items())[:1]), root)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exports, "write_gradescope", halfway)
+    rebuilt = update(out, ExportSettings(gradescope=True))
+    assert rebuilt.warnings == ["gradescope was not written: [Errno 28] No space left on device"]
+    assert not (out / "gradescope").exists() and (out / "summary.csv").is_file()
+    monkeypatch.setattr(exports, "write_gradescope", real)
+    assert update(out, ExportSettings(gradescope=True)).written == ["gradescope"]
+    before = {p: p.read_bytes() for p in (out / "gradescope").rglob("*.json")}
+    assert len(before) == 2
+    monkeypatch.setattr(exports, "write_gradescope", halfway)
+    with Gradebook(out / "gradebook.sqlite") as book:
+        book.adjust("bob", Adjustment(points=1, reason="r", by="me", at="2026-01-01T00:00:00+00:00"))
+    failed = update(out)
+    assert failed.warnings == ["gradescope was not updated, gradescope stays as it was: [Errno 28] No space "
+                               "left on device"]
+    assert {p: p.read_bytes() for p in (out / "gradescope").rglob("*.json")} == before  # the last good one
+
+
+def test_with_a_late_policy_the_canvas_export_does_not_say_no_points_are_taken_off(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    canvas_batch(out)
+    plain = subprocess.run([*GRADE, "export", str(out), "--canvas", str(CANVAS_EXPORT)], capture_output=True,
+                           text=True)
+    assert "1 marked late by the LMS (no points taken off here" in plain.stdout, plain.stdout
+    (out / "late.toml").write_text('due = "2026-12-08T23:59:00Z"\npercent_per_day = 10\n'
+                                   'times = "times.csv"\n')
+    (out / "times.csv").write_text("student,submitted_at\ngarcíajosé_10002,2026-12-09T10:00:00Z\n")
+    late = subprocess.run([*GRADE, "export", str(out)], capture_output=True, text=True)
+    assert late.returncode == 4, late.stdout + late.stderr  # zedzoe matches no row
+    assert "no points taken off" not in late.stdout
+    assert ("1 marked late by the LMS (OUT/late.toml takes points off by the submission times, not by this "
+            "mark: 1 of them lost points): garcíajosé_10002") in late.stdout
+    assert Report.model_validate_json(next(out.glob("garc*.json")).read_text()).final == 60.0
 
 
 def test_a_mistyped_path_is_bad_usage_and_creates_nothing(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from grader.judging.reveal import not_judged_yet, revealed
 from grader.judging.scoring import score_check
 from grader.kernel.protocol import Observation
 from grader.outputs.classpage.summary import answered, kernel_death, summarize, unanswered
-from grader.render import summary, summary_exercise
+from grader.views.terminal import summary, summary_exercise
 from grader.report import (
     CHECKED_ON_HAND_IN,
     CellProblem,
@@ -195,17 +195,18 @@ def test_is_internal_reads_the_fault_not_the_sentence() -> None:
 def test_the_terminal_groups_not_answered_by_the_field() -> None:
     plain = summary_exercise(report(missing("step", message="something else entirely"), missing(
         "train", message="and another", because="cell 3 raised")).exercises[0])
-    assert "not answered yet: define step, train" in plain and "because cell 3 raised" in plain
-    assert "something else" not in plain
+    # a name no cell defines is not answered yet; one a failed cell would have defined was answered: that cell
+    assert "- not answered yet: define step\n" in plain and "✗ cell 3 raised, so `train` is not defined" in plain
+    assert "something else" not in plain and "define step, train" not in plain
     worded = summary_exercise(report(check(message=OLD_NOT_ANSWERED)).exercises[0])
     assert "not answered yet: define" not in worded
-    assert f"title of a.one (1 pts): {OLD_NOT_ANSWERED}" in worded
+    assert f"title of a.one (1 pt): {OLD_NOT_ANSWERED}" in worded  # before: "(1 pts)"
 
 
 def test_the_terminal_counts_hand_in_checks_by_the_field() -> None:
     later = check(status="skipped", message="worded otherwise", reason="on_hand_in")
     shown = summary_exercise(report(check("a.two", status="passed", message=None), later).exercises[0])
-    assert "1 checked when you hand in (1 pts): title of a.one" in shown and shown.startswith("⏳")
+    assert "1 checked when you hand in (1 pt): title of a.one" in shown and shown.startswith("⏳")
     worded = summary_exercise(report(check("a.two", status="passed", message=None),
                                      check(status="skipped", message=CHECKED_ON_HAND_IN)).exercises[0])
     assert "checked when you hand in (" not in worded and worded.startswith("❌")
@@ -318,7 +319,9 @@ def test_a_graded_report_carries_the_fields(tmp_path: Path, reference_sections: 
     assert any(c.reason == "kernel_died" for c in tax), [c.message for c in tax]
     assert all(c.reason is None for c in by_id["detective"].checks)
     assert kernel_death(graded) is not None
-    assert "not answered yet: define newton_sqrt" in summary(graded)
+    told = summary(graded)  # newton's cell raised before defining it: that cell; training was never written
+    assert "raised ValueError: not yet, so `newton_sqrt` is not defined: fix that cell first" in told
+    assert "not answered yet: define step, train_fori, train_python_loop" in told
 
 
 def test_a_batch_groups_the_students_not_graded_by_the_kind_not_by_slicing_the_sentence() -> None:
@@ -337,7 +340,7 @@ def test_checks_one_failed_form_holds_back_are_one_line_and_the_self_check_says_
     """`predictions` with 7 values: the form check fails and the eight calls it holds back are one
     line, not eight (one cause, one message); the self-check's heading is ❌ although the failed
     form check is worth 0 points."""
-    from grader.render import summary_exercise
+    from grader.views.terminal import summary_exercise
     from grader.report import CheckResult, ExerciseResult
 
     form = CheckResult(id="detective.form", title="predictions holds 8 True/False values", status="failed",

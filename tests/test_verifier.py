@@ -288,6 +288,33 @@ def test_job_model_bounds() -> None:
     assert math.isnan(sent["calls"][0][0]["data"][1])
 
 
+def test_a_knockout_job_is_given_the_modules_outputs_and_answers_facts_only() -> None:
+    """The grader sends a knockout job the values the module's value job gave: only the knocked-out
+    module is compiled and run, nothing is fingerprinted again, and the answer holds no values;
+    `functions` is the grader's bookkeeping and never leaves it."""
+    def zero_trip(x):
+        return lax.while_loop(lambda c: (c[0] != c[1]).any(), lambda c: (c[0] * 2.0, c[1]), (x, x))[0]
+
+    blob = serialized(zero_trip, S((2,), F32))
+    calls = [[arr([1.0, 2.0], np.float32)]]
+    job = VerifierJob(id="k", module=blob, calls=calls, knockouts=["loop"], outputs=[[arr([1.0, 2.0], np.float32)]],
+                      tolerance=(1e-5, 1e-2), functions=["f"])
+    sent = json.loads(job_line(job))
+    assert sent["tolerance"] == [1e-5, 1e-2] and "functions" not in sent and len(sent["outputs"]) == 1
+    answer = runtime.run_job(sent)
+    assert answer["status"] == "ok" and answer["values"] == [] and answer["facts"]["fingerprint"] is None
+    assert answer["facts"]["constructs"]["loops"][0]["does_work"] is False
+    result = parse_result(json.dumps(answer).encode(), job)
+    assert result.values == [] and result.facts.constructs.loops[0].does_work is False
+    moved = runtime.run_job({**sent, "outputs": [[to_wire(np.array([1.0, 2.5], np.float32)).model_dump()]]})
+    assert moved["facts"]["constructs"]["loops"][0]["does_work"] is True  # outputs it does not give
+    with pytest.raises(BadAnswer, match="values in the answer of a knockout job"):
+        parse_result(line(id="k"), job)
+    unfinished = {**FACTS, "constructs": {"unfinished": {"loop": {"status": "timeout", "detail": "x"}}}}
+    with pytest.raises(BadAnswer, match="the grader's to say"):
+        parse_result(line(facts=unfinished), VerifierJob(id="j", module=b"x", calls=[[arr([1.0, 2.0])]]))
+
+
 def test_the_allow_list() -> None:
     from jax._src.export import _export
 
@@ -698,6 +725,14 @@ FAKE = textwrap.dedent(r"""
         elif mode == "lies":
             print(json.dumps({"id": job["id"], "status": "ok", "facts": None, "values": [], "detail": None}),
                   flush=True)
+        elif mode == "bombs":  # a job whose id says bomb kills it; the others are answered, pings too
+            if "ping" in job:
+                print(json.dumps({"pong": job["ping"]}), flush=True)
+            elif job["id"].startswith("bomb"):
+                os._exit(137)
+            else:
+                print(json.dumps({"id": job["id"], "status": "error", "facts": None, "values": None,
+                                  "detail": "answered"}), flush=True)
 """)
 
 
@@ -727,6 +762,32 @@ def test_restarts_are_bounded() -> None:
     assert [r.status for r in results.values()] == ["crashed"] * 4
     assert "died" in results["1"].detail and "not run" in results["2"].detail and "not run" in results["3"].detail
     assert v.restarts == 1
+
+
+@kernel
+def test_the_restarts_are_each_functions_own() -> None:
+    """Memory bombs in one function's programs use up that function's restarts only: the jobs of
+    the functions that were right still run (before, the budget was the submission's and their
+    hidden checks were 'not run')."""
+    bombs = [VerifierJob(id=f"bomb-{i}", module=b"x", functions=["tax_vectorized"]) for i in range(4)]
+    right = [VerifierJob(id=f"right-{name}", module=b"x", functions=[name]) for name in ("tax_switch", "newton_sqrt")]
+    shared = VerifierJob(id="right-shared", module=b"x", functions=["tax_vectorized", "tax_switch"])
+    with fake("bombs", max_restarts=1) as v:
+        results = v.run([*bombs, *right, shared], timeout=20)
+    assert [results[j.id].status for j in bombs] == ["crashed"] * 4
+    assert "died" in results["bomb-1"].detail and "not run" in results["bomb-2"].detail
+    assert "`tax_vectorized`" in results["bomb-3"].detail and "one function's" in results["bomb-3"].detail
+    assert [results[j.id].detail for j in [*right, shared]] == ["answered"] * 3  # they ran
+    assert v.kills == {"tax_vectorized": 2} and v.restarts == 2
+
+
+@kernel
+def test_a_submission_starts_at_most_max_starts_verifiers() -> None:
+    jobs = [VerifierJob(id=f"bomb-{i}", module=b"x", functions=[f"f{i}"]) for i in range(4)]
+    with fake("bombs", max_starts=2) as v:
+        results = v.run(jobs, timeout=20)
+    assert ["died" in results[j.id].detail for j in jobs] == [True, True, False, False]
+    assert "this submission's programs crashed or hung the verifier 2 times" in results["bomb-2"].detail
 
 
 @kernel

@@ -30,7 +30,10 @@ cites each LMS's code): Canvas's `garcíajosé_LATE_10002_5551_ch2-jit.ipynb` is
 Moodle's `Anna Müller_1234567_assignsubmission_file_/` is `Anna Müller_1234567`'s, Gradescope's
 `submission_4242/` is the submitter's e-mail address from the `submission_metadata.yml` beside it
 (the one file discovery reads, as a submission is read: never through a link, bounded; unreadable,
-it is listed in `skipped` and the folders keep Gradescope's names).
+it is listed in `skipped` and the folders keep Gradescope's names). A name that reads as several
+students' (`alice_10001_20002_6661_x.ipynb`: alice's, user 10001, or `alice_10001`'s, user 20002)
+is decided by the batch's Canvas export when it confirms one reading, else it is an error report
+under its own name, given to none of them.
 
 Student ids go into reports verbatim; the files named after them (`OUT/<name>.json`,
 `OUT/gradescope/<name>/`, named in grader/outputs/names.py) use `student_file_stem`, which is
@@ -105,27 +108,44 @@ def _utf8(name: str) -> bool:
         return False
 
 
-def _student_of(name: str, metadata: dict[str, LmsSubmission] | None = None) -> str:
+def _student_of(name: str, metadata: dict[str, LmsSubmission] | None = None,
+                roster: lms_names.CanvasRoster | None = None) -> tuple[str, lms_names.Ambiguous | None]:
     """The student an entry belongs to: `alice.ipynb` -> alice, a folder `carol` -> carol; an
-    LMS's name -> the LMS's student (`metadata`: Gradescope's, for its `submission_<id>` folders)."""
+    LMS's name -> the LMS's student (`metadata`: Gradescope's, for its `submission_<id>` folders);
+    and, for a name that reads as several students', how (lms_names.read): the student `roster`
+    chose, else its own name, whose problem it is (an error report, never another student's file)."""
     path = Path(name)
     is_file = path.suffix.lower() in SUFFIXES
     stem = path.stem if is_file else name
     if not _utf8(stem):
-        return display_path(stem)
-    if is_file:
-        found = lms_names.canvas(name) or lms_names.moodle(name, folder=False)
-    else:
-        found = (lms_names.gradescope_folder(name, metadata) or lms_names.moodle(name, folder=True)
-                 or lms_names.canvas(name))
-    return lms_names.student_id(found) if found is not None else stem
+        return display_path(stem), None
+    found = lms_names.read(name, folder=not is_file, metadata=metadata, roster=roster)
+    if isinstance(found, lms_names.Ambiguous):
+        return (stem if found.chosen is None else lms_names.student_id(found.chosen)), found
+    return (lms_names.student_id(found) if found is not None else stem), None
 
 
 class _Finder:
-    def __init__(self) -> None:
+    def __init__(self, roster: lms_names.CanvasRoster | None = None) -> None:
+        self.roster = roster
+        self.by_roster: dict[Path, tuple[str, str]] = {}  # path -> (its own name, why), given by the roster
+        self.no_ones: dict[Path, str] = {}  # path -> why it is no student's (its own name's problem)
         # student -> [(path, None for a readable candidate, or why it is not one)]
         self.candidates: dict[str, list[tuple[Path, str | None]]] = defaultdict(list)
         self.skipped: dict[str, str] = {}
+
+    def _whose(self, name: str, path: Path, metadata: dict[str, LmsSubmission] | None = None) -> str:
+        """The entry's student (`_student_of`); a name that reads several ways is kept aside: given
+        to no one (`no_ones`), or to the roster's choice (`by_roster`, undone by `discover` if that
+        student has an entry whose name reads one way)."""
+        student, ambiguous = _student_of(name, metadata, self.roster)
+        if ambiguous is not None:
+            if ambiguous.chosen is None:
+                self.no_ones[path] = ambiguous.reason()
+            else:
+                self.by_roster[path] = (Path(name).stem if Path(name).suffix.lower() in SUFFIXES else name,
+                                        ambiguous.reason())
+        return student
 
     def add(self, student: str, path: Path, why: str | None) -> None:
         if why is None and not _utf8(str(path)):
@@ -140,7 +160,7 @@ class _Finder:
                 mode = target if stat.S_ISDIR(target) else mode
         except FileNotFoundError:
             if os.path.islink(given):  # dangling
-                self.add(_student_of(given.name), given, SYMLINK)
+                self.add(self._whose(given.name, given), given, SYMLINK)
             else:
                 self.skipped[display_path(given)] = "no such file or folder"
             return
@@ -150,7 +170,8 @@ class _Finder:
         if stat.S_ISDIR(mode):
             self.folder(given)
         else:
-            self.add(_student_of(given.name), given, file_problem(mode))
+            student = self._whose(given.name, given)
+            self.add(student, given, self.no_ones.get(given) or file_problem(mode))
 
     def _list(self, folder: Path) -> list[os.DirEntry[str]]:
         with os.scandir(folder) as entries:
@@ -170,13 +191,15 @@ class _Finder:
             if entry.name.startswith("."):
                 self.skipped[display_path(path)] = "a hidden file or folder (its name starts with a dot)"
                 continue
-            student = _student_of(entry.name, metadata)
+            student = self._whose(entry.name, path, metadata)
             try:
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError as exc:
                 self.add(student, path, os_problem(exc))
                 continue
-            if stat.S_ISLNK(mode):
+            if path in self.no_ones and (stat.S_ISDIR(mode) or Path(entry.name).suffix.lower() in SUFFIXES):
+                self.add(student, path, self.no_ones[path])  # no one's: not entered, not read
+            elif stat.S_ISLNK(mode):
                 self.add(student, path, SYMLINK)
             elif stat.S_ISDIR(mode):
                 self.student_folder(student, path)
@@ -224,14 +247,22 @@ class _Finder:
             self.skipped[display_path(folder)] = "a folder without a notebook or module"
 
 
-def discover(paths: list[Path]) -> Discovery:
-    finder = _Finder()
+def discover(paths: list[Path], roster: lms_names.CanvasRoster | None = None) -> Discovery:
+    """The submissions of `paths`; `roster` (the batch's Canvas export, `grade export --canvas`)
+    decides whose a file is when its name reads as several students' (lms_names.read)."""
+    finder = _Finder(roster)
     for given in paths:
         finder.given(Path(given))
     submissions: list[Found] = []
     conflicts: dict[str, list[Path]] = {}
     problems: list[Problem] = []
     for student, items in sorted(finder.candidates.items()):
+        decided = [item for item in items if item[0] in finder.by_roster]
+        if decided and len(decided) < len(items):  # a file whose name reads one way is the student's
+            for path, _ in decided:
+                own, why = finder.by_roster[path]
+                problems.append(Problem(student=own, path=display_path(path), reason=why))
+            items = [item for item in items if item[0] not in finder.by_roster]
         if len(items) > 1:
             conflicts[student] = [path for path, _ in items]
             continue

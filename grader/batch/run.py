@@ -9,7 +9,7 @@ done; and rebuild every output from the gradebook (`term.outputs`) in one commit
 (`term.staging`), every CHECKPOINT_EVERY reports and at the end, Ctrl-C included, so what was
 done is kept, a rerun resumes, and a crash leaves the last consistent state.
 
-Which assignment (`grader.assignment_choice.decide_assignment`, where every choice of an assignment is
+Which assignment (`grader.assignment.choice.decide_assignment`, where every choice of an assignment is
 made): the one given with -a (an id, or a folder of the instructor's); else the one that a strict
 majority of the readable submissions names; else the only assignment there is. Without such a
 majority the batch stops before anything is graded, with one line giving the count per
@@ -41,8 +41,8 @@ from pydantic import BaseModel
 
 from grader import assignment as assignments
 from grader import interrupts, precompile
-from grader.assignment_choice import decide_assignment, wrong_claim
-from grader.assignment_digest import assignment_digest
+from grader.assignment.choice import decide_assignment, wrong_claim
+from grader.assignment.digest import assignment_digest
 from grader.batch.discovery import Discovery, discover
 from grader.batch.executors import Executor, LocalExecutor, SerialExecutor, Task, error_report
 from grader.batch.progress import Progress
@@ -58,6 +58,7 @@ from grader.report import Report, environment
 from grader.submission import Peek, display_path, peek
 from grader.term import reference_programs
 from grader.term.late import load_policy, load_times
+from grader.term.lms import stored_canvas_roster
 
 
 class BatchResult(BaseModel):
@@ -171,7 +172,8 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
     """Grade what `paths` hold into OUT; with `only`, regrade just those students (forced) and
     rebuild everything else around them; with `new_seed`, draw new hidden inputs and regrade all.
     Every update of OUT is one commit (`term.staging`)."""
-    found = _as_recorded(discover(paths), paths, out_dir, options.student)
+    found = _as_recorded(discover(paths, roster=stored_canvas_roster(out_dir)), paths, out_dir,
+                         options.student)
     # (student, printable path, reason, its group at the batch's end: the reason without their details)
     failed: list[tuple[str, str, str, str]] = []
     for problem in found.problems:
@@ -190,11 +192,11 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
         everyone = {f[0] for f in failed} | {s for s, _, _ in peeked}
         unknown = [s for s in only if s not in everyone]
         if unknown:
-            import difflib
+            from grader.term.remove import closest  # the near name as grade adjust and remove find it
 
-            close = difflib.get_close_matches(unknown[0], sorted(everyone), n=1)
+            close = closest(unknown[0], sorted(everyone))
             raise UsageError(f"--only: no submission of {unknown[0]!r} in {', '.join(map(str, paths))}"
-                             + (f" (did you mean {close[0]!r}?)" if close else ""))
+                             + (f" (did you mean {close!r}?)" if close else ""))
         failed = [f for f in failed if f[0] in only]
         peeked = [p for p in peeked if p[0] in only]
         force = True

@@ -44,6 +44,7 @@ class RaisedKind(BaseModel):
     ename: str = Field(description="the exception's class name, as the kernel reported it")
     evalue: str = Field(default="", description="its text, which the student's code wrote: the instructor's only")
     line: int | None = Field(default=None, description="the line of the student's cell where it was raised")
+    file: str | None = Field(default=None, description="the file its cell was compiled under (`Raised.file`)")
     teach: str | None = Field(default=None, description="the chapter's lesson for this kind of error, if it has one")
 
 
@@ -60,12 +61,13 @@ class CheckOutcome(BaseModel):
         "what the student may not see (a hidden input, an expected value): the instructor's report only"))
     tally: tuple[int, int] | None = Field(default=None, description="(calls that failed, calls made)")
     raised: RaisedKind | None = Field(default=None, description="the student's code raised: what, where")
-    cause: Literal["values", "trace", "raised", "same_values", "same_trace", "same_raised"] | None = Field(
+    cause: Literal["values", "trace", "static", "raised", "same_values", "same_trace", "same_static",
+                   "same_raised"] | None = Field(
         default=None, description=(
             "'values': the function's values disagree with the reference; 'trace': JAX could not trace it; "
-            "'raised': called as plain Python (its text does not require a trace), it raised; the later checks "
-            "of the same function that fail for that reason point here ('same_values', 'same_trace', "
-            "'same_raised')"))
+            "'static': it marks static an argument the check needs traced; 'raised': called as plain Python "
+            "(its text does not require a trace), it raised; the later checks of the same function that fail "
+            "for that reason point here ('same_values', 'same_trace', 'same_static', 'same_raised')"))
     reason: Reason | None = None
     not_answered: NotAnswered | None = Field(default=None, description=(
         "with reason 'not_answered': the name not defined or without an answer (as the probe reported it)"))
@@ -120,9 +122,9 @@ class Planner:
         return ValueRequest(id=self._id("value"), name=name)
 
     def call(self, target: str, calls: list[Call], *, set_globals: dict[str, Value] | None = None,
-             count_calls: str | None = None, watch: bool = False) -> CallRequest:
+             count_calls: str | None = None, perturb: bool = False, watch: bool = False) -> CallRequest:
         return CallRequest(id=self._id("call"), target=target, calls=calls, set_globals=set_globals or {},
-                           count_calls=count_calls, watch=watch)
+                           count_calls=count_calls, perturb=perturb, watch=watch)
 
     def trace(self, target: str, call: Call, representation: Literal["jaxpr", "lowered"]) -> TraceRequest:
         return TraceRequest(id=self._id("trace"), target=target, call=call, representation=representation)
@@ -218,7 +220,8 @@ def not_available(obs: Observation | None, subject: str, hint: str) -> CheckOutc
                 else f"{subject} raised {obs.raised.ename}: {obs.raised.evalue}")
         return CheckOutcome(
             status="error", message=f"{hint}: {said}",
-            raised=RaisedKind(subject=subject, ename=obs.raised.ename, evalue=obs.raised.evalue, line=obs.raised.line),
+            raised=RaisedKind(subject=subject, ename=obs.raised.ename, evalue=obs.raised.evalue, line=obs.raised.line,
+                              file=obs.raised.file),
         )
     if obs.status == "timeout":
         return CheckOutcome(status="timeout", message=f"{hint}: {subject} did not finish ({obs.detail})")

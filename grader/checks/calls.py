@@ -7,7 +7,8 @@ during each call (`CallRequest.count_calls`: every name bound to the helper or a
 a `jax.jit` made of it, counts). JAX's caches are cleared before each call, so a jitted function
 traces again and the helpers its Python calls while tracing count. A count equal to an argument
 tells a Python loop (one call per step) from a `lax.fori_loop` (its body traced once); a helper
-that is never called is a rule of the text not followed. The counts are the student's process's
+that is never called is a rule of the text not followed; with `uses_result`, a helper whose
+results are thrown away (the function answers the same when they are moved by one) is too. The counts are the student's process's
 claims: they can only be about the student's own function.
 """
 
@@ -34,8 +35,11 @@ def _count_of(value: Any) -> int | None:
     return int(arr)
 
 
-def _times(count: int) -> str:
-    return "never" if count == 0 else "once" if count == 1 else f"{count} times"
+def _called(helper: str, count: int) -> str:
+    """`called `step` once`, `did not call `step``."""
+    if count == 0:
+        return f"did not call `{helper}`"
+    return f"called `{helper}` " + ("once" if count == 1 else f"{count} times")
 
 
 class CallsCheckImpl:
@@ -56,7 +60,8 @@ class CallsCheckImpl:
                                              f"number in cases {bad}")
         calls = aliased_calls(self.cases, spec.same_object, full_id)
         self.counted: list[tuple[CallRule, CallRequest]] = [
-            (rule, ctx.planner.call(spec.function, calls, count_calls=rule.name)) for rule in self.rules]
+            (rule, ctx.planner.call(spec.function, calls, count_calls=rule.name, perturb=rule.uses_result))
+            for rule in self.rules]
 
     def requests(self) -> list[Request]:
         return [request for _, request in self.counted]
@@ -67,6 +72,7 @@ class CallsCheckImpl:
     def judge(self, seen: Seen) -> CheckOutcome:
         spec, fn = self.spec, self.spec.function
         counted: list[tuple[CallRule, list[int]]] = []
+        used: list[tuple[CallRule, list[bool]]] = []
         for rule, request in self.counted:
             result = result_of(seen, request, ValuesResult, f"`{fn}`", spec.message)
             if isinstance(result, CheckOutcome):
@@ -74,15 +80,28 @@ class CallsCheckImpl:
             if len(result.counts or []) != len(self.cases):
                 return CheckOutcome(status="error", message=f"{spec.message}: the probe's answer about `{fn}` "
                                                             "was unreadable")
+            if rule.uses_result and len(result.uses or []) != len(self.cases):
+                return CheckOutcome(status="error", message=f"{spec.message}: the probe's answer about `{fn}` "
+                                                            "was unreadable")
             counted.append((rule, list(result.counts or [])))
+            used.append((rule, list(result.uses or [])))
         for n, case in enumerate(self.cases):  # the first call that misses a rule, with every rule it misses
+            why = None
             exact = [(rule, counts[n]) for rule, counts in counted if rule.count_argument is not None
                      and counts[n] != _count_of(case.args[rule.count_argument])]
+            never = [f"`{rule.name}`" for rule, counts in counted if rule.count_argument is None and counts[n] < 1]
             if exact:
                 rule, count = exact[0]
-                return failed(spec.message, f"called with {_count_of(case.args[rule.count_argument])} as argument "
-                                            f"{rule.count_argument + 1}, `{fn}` called `{rule.name}` {_times(count)}")
-            never = [f"`{rule.name}`" for rule, counts in counted if rule.count_argument is None and counts[n] < 1]
-            if never:
-                return failed(spec.message, f"{_call_text(fn, case)} never called {' or '.join(never)}")
+                why = (f"called with {_count_of(case.args[rule.count_argument])} as argument {rule.count_argument + 1}, "
+                       f"`{fn}` {_called(rule.name, count)}")
+            elif never:
+                why = f"{_call_text(fn, case)} did not call {' or '.join(never)}"
+            ignored = [f"`{rule.name}`" for (rule, uses), (_, counts) in zip(used, counted)
+                       if rule.uses_result and counts[n] > 0 and not uses[n]]
+            if not why and ignored:
+                why = (f"{_call_text(fn, case)} calls {' and '.join(ignored)} but does not use what "
+                       f"{'it returns' if len(ignored) == 1 else 'they return'}: its answer stays the same "
+                       "when they return something else")
+            if why:
+                return failed(spec.message, why)
         return PASSED

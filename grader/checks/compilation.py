@@ -101,7 +101,10 @@ class CompileLimitCheckImpl:
         exported = self.program.exported(seen, spec.message)
         if isinstance(exported, CheckOutcome):
             text = exported.message or ""
-            if exported.status == "error" and exported.cause == "trace":  # not traceable, or an argument static
+            if exported.cause == "static":  # an argument static: what the calls vary, in the check's words
+                return failed(spec.message, text + self._varying(self._count_result(seen))).model_copy(
+                    update={"cause": "static", "raised": exported.raised})
+            if exported.status == "error" and exported.cause == "trace":  # not traceable
                 return failed(spec.message, text + " (with every argument traced, as the calls vary them)"
                               + self._varying(self._count_result(seen))).model_copy(update={"cause": "trace"})
             return exported

@@ -49,6 +49,7 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float, *, values: bo
             if why:
                 return f"item {i} {why}"
         return None
+    integral = _integers(expected)
     expected = np.asarray(expected, dtype=np.float64)
     if not isinstance(actual, np.ndarray):
         return f"returned {describe(actual)}, expected {describe(expected)}"
@@ -62,9 +63,14 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float, *, values: bo
         return f"returned dtype {actual.dtype}, expected numbers"
     if not values:
         return None
-    got = actual.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        close = np.isclose(got, expected, rtol=rtol, atol=atol)
+    if integral is not None and actual.dtype.kind in "iu" and rtol == 0 and atol < 1:
+        close = actual.astype(object) == integral.astype(object)  # counts beyond 2**53: exact, not float64
+        close = np.asarray(close, dtype=bool).reshape(actual.shape)
+        expected = integral
+    else:
+        got = actual.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            close = np.isclose(got, expected, rtol=rtol, atol=atol)
     if close.all():
         return None
     if expected.ndim == 0:
@@ -74,6 +80,17 @@ def mismatch(actual: Any, expected: Any, rtol: float, atol: float, *, values: bo
     shown, want = compared(actual[idx].item(), expected[idx].item(), rtol, atol)
     return (f"element {idx if len(idx) > 1 else idx[0]} is {shown}, expected {want} "
             f"({int((~close).sum())} of {close.size} elements differ)")
+
+
+def _integers(expected: Any) -> np.ndarray | None:
+    """The expected value as exact integers, when it is whole numbers (a count, a size: compared
+    exactly, as Python compares ints, not in float64, where 2**53 + 1 == 2**53), else None."""
+    if isinstance(expected, bool) or isinstance(expected, np.bool_):
+        return None
+    if isinstance(expected, int):
+        return np.asarray(expected, dtype=object)
+    arr = np.asarray(expected)
+    return arr if arr.dtype.kind in "iu" else None
 
 
 def expected_size(expected: Any) -> int:

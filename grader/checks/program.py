@@ -9,6 +9,7 @@ one export; the values go only to the verifier, as the module's inputs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,14 +251,27 @@ def answer_of(leaves: list[Any], out_tree: str) -> Any:
     return tuple(leaves) if kind == "tuple" else list(leaves)
 
 
-def where_raised(function: str, raised: Raised) -> str:
-    """ " at line 7 of its cell", or " in `bucket_size`, line 4 of its cell" when the line is in
-    another function of the student's that `function` called."""
+def where_raised(function: str, raised: Raised | RaisedKind) -> str:
+    """ " at <the cell's file>:7", which the report tells as the student finds it ("at cell 5,
+    line 7", a module's "at line 31": grader.judging.attribution.in_cells), or " at line 7 of its
+    cell" where the file is not a cell's; " in `bucket_size`, at ..." when the line is in another
+    function of the student's that `function` called."""
     if not raised.line:
         return ""
-    if raised.function and raised.function != function and raised.function != "<lambda>":
-        return f" in `{raised.function}`, line {raised.line} of its cell"
-    return f" at line {raised.line} of its cell"
+    place = f"{raised.file}:{raised.line}" if cell_file(raised.file) else f"line {raised.line} of its cell"
+    other = getattr(raised, "function", None)
+    if other and other != function and other != "<lambda>":
+        return f" in `{other}`, at {place}"
+    return f" at {place}"
+
+
+_CELL_FILE = re.compile(r"(?:[^\s'\"()<>,]*[/\\])?ipykernel_\d+[/\\]\d+\.py|<ipython-input-\d+-\w+>")
+
+
+def cell_file(file: str | None) -> bool:
+    """Whether `file` is the name a cell's code is compiled under (a Jupyter kernel's, the pack's
+    runner's): the only file a message may name, for the report to tell as its cell."""
+    return bool(file) and _CELL_FILE.fullmatch(file) is not None
 
 
 def is_tracing_error(raised: Raised) -> bool:
@@ -273,11 +287,14 @@ def could_not_trace(function: str, raised: Raised, hint: str) -> CheckOutcome:
         teach = "it calls back into Python (jax.pure_callback / io_callback), which the grader does not run"
     detail = teach or raised.evalue
     # not the check's own advice (`hint`): the property it tests was never reached
-    said = (f"`{function}` {raised.evalue}: {detail}" if raised.ename == "StaticArgumentError"
-            else f"`{function}` could not be traced by jax.jit: {raised.ename}{where}: {detail}")
+    if raised.ename == "StaticArgumentError":  # a choice of the student's, not an exception: a failure
+        return CheckOutcome(status="failed", message=f"`{function}` {raised.evalue}: {detail}", cause="static",
+                            raised=RaisedKind(subject=f"`{function}`", ename=raised.ename, evalue=raised.evalue,
+                                              line=raised.line, file=raised.file, teach=teach))
+    said = f"`{function}` could not be traced by jax.jit: {raised.ename}{where}: {detail}"
     return CheckOutcome(status="error", message=said, cause="trace",
                         raised=RaisedKind(subject=f"`{function}`", ename=raised.ename, evalue=raised.evalue,
-                                          line=raised.line, teach=teach))
+                                          line=raised.line, file=raised.file, teach=teach))
 
 
 def _export_of(case: Case, public: set[int], exports: list[ExportRequest]) -> ExportRequest | None:
@@ -367,7 +384,7 @@ def raised_eagerly(function: str, raised: Raised, hint: str, judged: str) -> Che
         said = f"`{function}` raised {raised.ename}{where}: {raised.evalue}"
     return CheckOutcome(status="error", message=f"{hint}: {said}", cause="raised",
                         raised=RaisedKind(subject=f"`{function}`", ename=raised.ename, evalue=raised.evalue,
-                                          line=raised.line, teach=teach))
+                                          line=raised.line, file=raised.file, teach=teach))
 
 
 class StudentCalls:

@@ -11,8 +11,10 @@ installed packs by their entry points (`jax_course.packs`) and runs the notebook
 
 The wheel holds the assignment's *public* part only:
 
-- the spec, in which every check that is hidden, draws its inputs from a generator or is a
-  custom check is `reveal = "on_hand_in"`: its title and points are there, its inputs are not;
+- the spec, in which every check the self-check leaves to the hand-in (hidden, drawing its inputs
+  from a generator, custom, an answer) is `reveal = "on_hand_in"` and holds only what the
+  self-check reports of it: its id, title, points, requirements, message and hint (`deferred`);
+  its inputs, their parameters, its reference and tolerances, a quiz's answers are not there;
 - `expected.json`: the reference's values on the visible checks' literal inputs (those in the
   notebook), computed now; `references.py` only looks them up;
 - no references module, no generator, no custom-check code (the detective's truth is measured by
@@ -293,14 +295,54 @@ def _as_rows(cases: list[Case]) -> dict[str, Any] | None:
     return {"rows": rows, "types": types} if rows else None
 
 
+ON_HAND_IN = "on_hand_in"
+"""What stands in a deferred check's spec for a field its kind requires but the self-check never
+reads (a generator's name, a custom check's function, a quiz's accepted answers): `deferred`."""
+DEFERRED_FIELDS = ("kind", "id", "title", "points", "verifies", "message", "hint", "hidden")
+"""All the pack keeps of a check the self-check leaves to the hand-in, from the instructor's spec:
+what the self-check reports of it ("checked when you hand in", its title, points and
+requirements), and the words of its failure. Besides these: the student's own function or
+variable it calls (`function`, `name`: the notebook's names) and ON_HAND_IN where the kind's
+model requires a field."""
+_STUDENT_NAME = {"numeric": "function", "eager": "function", "calls": "function", "pure": "function",
+                 "structure": "function", "compile_limit": "function", "interface": "name", "form": "name",
+                 "answer": "name"}
+_REQUIRED: dict[str, dict[str, Any]] = {
+    "numeric": {"cases": {"generator": ON_HAND_IN}}, "eager": {"cases": {"generator": ON_HAND_IN}},
+    "calls": {"cases": {"generator": ON_HAND_IN}}, "pure": {"cases": {"generator": ON_HAND_IN}},
+    "structure": {"cases": {"generator": ON_HAND_IN}, "absent": [ON_HAND_IN]},
+    "compile_limit": {"cases": {"generator": ON_HAND_IN}, "max_compiles": 0},
+    "custom": {"function": ON_HAND_IN, "observe": [ON_HAND_IN]},
+    "answer": {"accept": [ON_HAND_IN]}, "form": {"items": "bool", "length": 1}, "interface": {},
+}
+
+
+def deferred(raw_check: dict[str, Any]) -> dict[str, Any]:
+    """A check the self-check does not judge (hidden, custom, an answer, a generator it cannot draw),
+    as the pack holds it: DEFERRED_FIELDS, the student's name it calls, placeholders, and `reveal =
+    "on_hand_in"`. Nothing a hidden check uses to judge (its cases and generator, their parameters:
+    the `num_steps` it calls with, how many runs; its reference, tolerances, output, public
+    arguments, globals, a custom check's function and params, a quiz's answers) reaches the wheel:
+    the self-check builds such a check from nothing (`grader.judging.plan.Deferred`)."""
+    kind = raw_check.get("kind", "numeric")
+    kept = {field: raw_check[field] for field in DEFERRED_FIELDS if field in raw_check}
+    kept["kind"] = kind
+    name = _STUDENT_NAME.get(kind)
+    if name is not None:
+        kept[name] = raw_check[name]
+    kept.update(json.loads(json.dumps(_REQUIRED.get(kind, {}))))
+    kept["reveal"] = "on_hand_in"
+    return kept
+
+
 def public_spec(loaded: Assignment, raw: dict[str, Any]) -> dict[str, Any]:
     """The spec students get: visible generators drawn into rows; every other check that needs
-    the instructor's code or hidden inputs is checked when handed in."""
+    the instructor's code or hidden inputs is checked when handed in, and kept as `deferred` says."""
     spec = json.loads(json.dumps(raw))
     for exercise, raw_exercise in zip(loaded.spec.exercises, spec["exercises"]):
         raw_exercise.pop("equivalent", None)
         raw_exercise.pop("domains", None)  # the hidden checks' ranges: the instructor's
-        for check, raw_check in zip(exercise.checks, raw_exercise["checks"]):
+        for index, (check, raw_check) in enumerate(zip(exercise.checks, raw_exercise["checks"])):
             if not raw_check.get("hidden") and raw_check.get("kind") != "custom":
                 for field, holder in (("cases", raw_check), ("cases", raw_check.get("returns") or {})):
                     cases = holder.get(field)
@@ -310,8 +352,8 @@ def public_spec(loaded: Assignment, raw: dict[str, Any]) -> dict[str, Any]:
                                                      f"{exercise.id}.{check.id}"))
                         if drawn is not None:
                             holder[field] = drawn
-            if not _public(raw_check):
-                raw_check["reveal"] = "on_hand_in"
+            if not _public(raw_check) or check.revealed == "on_hand_in":
+                raw_exercise["checks"][index] = deferred(raw_check)
     return spec
 
 

@@ -141,7 +141,7 @@ def bundled_assignment(layout: Layout) -> str:
     """The id of the one assignment the bundle holds, made the grader's assignments folder (so a
     notebook's `grader.assignment` is checked against it, and nothing else can be loaded)."""
     from grader import assignment as assignments
-    from grader.assignment_choice import only_assignment
+    from grader.assignment.choice import only_assignment
 
     os.environ[ASSIGNMENTS_ENV] = str(layout.assignments)
     found = assignments.available()
@@ -307,7 +307,7 @@ def write_results(results: GradescopeResults, path: Path) -> None:
 
 def run(layout: Layout) -> GradescopeResults:
     """Find, grade, convert (raises GraderError for a grader or assignment fault)."""
-    from grader.render import summary
+    from grader.views.terminal import summary
 
     assignment = bundled_assignment(layout)
     found = find_submissions(layout.submission)

@@ -1,11 +1,14 @@
 """Attribution: each failure told once, by what caused it, where the student finds it.
 
 Which check tells a cause (`one_message_per_cause`): when several checks of one function fail
-for one cause (its values are wrong, or JAX cannot trace it), one of them says why and the others
-point to it by its title. The one chosen names the cause most closely, so that a global `lr` is
-told by the check of `lr = 0` ("use the lr argument, not a global") and not by "should not
-recompile" or "exactly num_steps steps"; a visible check before a hidden one, so that the
-self-check and `grade` lead with the same sentence (`_rank` has the order).
+for one cause (its values are wrong, JAX cannot trace it, it raised, or it never finished), one of
+them says why and the others point to it by its title. The one chosen names the cause most
+closely, so that a global `lr` (or an `lr` ignored for a constant) is told by the check of
+`lr = 0` ("use the lr argument, not a global") and not by "should not recompile", "exactly
+num_steps steps" or "do not donate w and b"; between checks that say as much, a visible one
+before a hidden one, so that the self-check and `grade` lead with the same sentence (`_rank` has
+the order). A function that never finishes is told once, as the notebook's self-check cell says
+it ("stopped after 30 s, `newton_sqrt` still running: does a loop never end?").
 
 Why an exercise is "not answered" (`attribute`): a cell that raised (or hung, or killed the
 kernel) defines nothing, so every check of the exercise whose names it held says "`X` is not
@@ -107,8 +110,9 @@ def _cause(problem: CellProblem) -> str:
 _HASH_SEED = 0xC70F6907  # ipykernel.compiler.get_tmp_hash_seed()
 _CELL_FILE = re.compile(
     r"(?P<space> ?)\((?:[^()\s]*[/\\])?(?P<said>\d+)\.py, line (?P<said_line>\d+)\)"
+    r"|(?P<runner_space> ?)\(<ipython-input-(?P<runner>\d+)-\w+>, line (?P<runner_line>\d+)\)"
     r"|(?:[^\s'\"()<>,]*[/\\])?ipykernel_\d+[/\\](?P<hash>\d+)\.py(?::(?P<line>\d+))?"
-    r"|<ipython-input-(?P<number>\d+)-\w+>")
+    r"|<ipython-input-(?P<number>\d+)-\w+>(?::(?P<number_line>\d+))?")
 
 
 def _cells_by_file(cells: list[SourceCell]) -> dict[str, SourceCell]:
@@ -121,9 +125,12 @@ def _cells_by_file(cells: list[SourceCell]) -> dict[str, SourceCell]:
 
 
 def _label(cell: SourceCell | None, line: str | None) -> str:
-    """A place as the student finds it: "cell 5, line 7" (a module's cell: the file's "line 31")."""
+    """A place as the student finds it: "cell 5, line 7" (a module's cell: the file's "line 31"; a
+    cell not found among the notebook's: "line 7 of its cell")."""
     if cell is not None and cell.number is None:
         return f"line {cell.first_line + int(line or 1) - 1}"
+    if cell is None and line:
+        return f"line {line} of its cell"
     where = f"cell {cell.number}" if cell is not None else "a cell"
     return where + (f", line {line}" if line else "")
 
@@ -143,9 +150,14 @@ def in_cells(text: str, cells: list[SourceCell], here: SourceCell | None = None)
             if cell is not None and cell is here:
                 return ""
             return f"{match['space']}({_label(cell, match['said_line'])})"
+        if match["runner"]:  # the pack's runner's SyntaxError: "(<ipython-input-4-0>, line 3)"
+            cell = by_number.get(match["runner"])
+            if cell is not None and cell is here:
+                return ""
+            return f"{match['runner_space']}({_label(cell, match['runner_line'])})"
         if match["hash"]:
             return _label(by_file.get(match["hash"]), match["line"])
-        return _label(by_number.get(match["number"]), None)
+        return _label(by_number.get(match["number"]), match["number_line"])
 
     return _CELL_FILE.sub(place, text)
 
@@ -182,12 +194,43 @@ def in_live_cells(exercise: ExerciseResult) -> ExerciseResult:
     return exercise.model_copy(update={"checks": [_told_in_cells(c, cells) for c in exercise.checks]})
 
 
+def as_python_says(problem: CellProblem, cell: SourceCell | None) -> CellProblem:
+    """A cell that does not parse, as Python says it: Python 3.13's kernel compiles a cell that
+    ends inside a bracket or a block as "incomplete input" and names the class it raises for it
+    (`_IncompleteInputError`), where `python` itself, and the pack's runner, say "SyntaxError: '['
+    was never closed" at the line of the bracket. The cell is compiled again here (never run),
+    its IPython magics blanked, for that sentence and line; else "SyntaxError: incomplete input"."""
+    if problem.status != "error" or problem.ename not in _INCOMPLETE_INPUT:
+        return problem
+    said, line = "incomplete input", problem.line
+    if cell is not None:
+        plain = "".join("\n" if text.lstrip().startswith(("%", "!")) else text
+                        for text in cell.source.splitlines(keepends=True))
+        try:
+            compile(plain, "<cell>", "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            if exc.msg and exc.lineno:
+                said, line = exc.msg, exc.lineno
+        except Exception:  # noqa: BLE001 - too deep, too large, a NUL: the kernel's words stand
+            pass
+    where = problem.where
+    if line is not None:
+        first = cell.first_line if cell is not None else 1
+        where = f"line {first + line - 1}" if where.startswith("line ") else f"{where}, line {line}"
+    return problem.model_copy(update={"ename": "SyntaxError", "line": line,
+                                      "message": f"{where} raised SyntaxError: {said}"})
+
+
+_INCOMPLETE_INPUT = frozenset({"_IncompleteInputError"})  # Python 3.13's SyntaxError for code that ends too soon
+
+
 def attribute(exercises: list[ExerciseResult], cells: list[SourceCell],
               problems: list[CellProblem]) -> tuple[list[ExerciseResult], list[CellProblem]]:
     """Exercises whose undefined names a failed cell would have defined say so; those cell
     problems are marked with the exercise. Every message names cells as the student finds them
     (`in_cells`), never by the file names IPython gives their code."""
     by_index = {cell.index: cell for cell in cells}
+    problems = [as_python_says(p, by_index.get(p.cell)) for p in problems]
     problems = [p.model_copy(update={"message": in_cells(p.message, cells, by_index.get(p.cell))})
                 for p in problems]
     exercises = [e.model_copy(update={"checks": [_told_in_cells(c, cells) for c in e.checks]})
@@ -292,7 +335,11 @@ def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str,
     stays in `same_as`). A structure or compile check fails so only when its program is no
     evidence (`grader.checks.evidence`): wrong on too much, or right only on the examples."""
     other = _quoted(root_title) if root_title else "another check of this function"
-    if outcome.cause == "values" and spec.kind in ("structure", "compile_limit"):
+    if outcome.status == "timeout" and outcome.cause is None:
+        function = subject(spec)
+        who = f"`{function}`" if function else "the function"
+        message, cause = f"did not finish either, as in {other}; this check is judged once {who} finishes", None
+    elif outcome.cause == "values" and spec.kind in ("structure", "compile_limit"):
         message, cause = (f"same wrong values as {other}; this check counts once the program computes the "
                           "right values for enough inputs, not only the notebook's examples"), "same_values"
     elif outcome.cause == "values":
@@ -300,6 +347,9 @@ def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str,
             "same_values"
     elif outcome.cause == "raised":
         message, cause = f"same error as {other}; this check is judged once it runs", "same_raised"
+    elif outcome.cause == "static":
+        message, cause = (f"same static argument as {other}; this check is judged once that argument is traced",
+                          "same_static")
     else:
         message, cause = f"same tracing error as {other}; this check is judged once it traces", "same_trace"
     return outcome.model_copy(update={"message": message, "cause": cause, "reason": "same_cause",
@@ -313,21 +363,73 @@ def _no_evidence(failure: Failure) -> bool:
     return failure.outcome.cause == "values" and failure.spec.kind in ("structure", "compile_limit")
 
 
-def _rank(position: int, failure: Failure) -> tuple[bool, bool, int, int]:
-    """Which failed check tells a cause: a value check before a structure or compile check whose
-    program is no evidence, and before one that only re-tests another's inputs; then a visible
-    check, which the self-check judges too (the same check tells the cause before and at the
-    hand-in, quoting a call the student can run); then the most specific, the one verifying fewest
-    of the exercise's requirements (`train_fori` with lr = 0, which verifies only "lr is an
-    argument", names a global lr where "train_fori runs exactly num_steps steps" cannot tell it
-    from a wrong count); then the spec's order. A tracing error is the same error in every check:
-    the first tells it."""
-    if failure.outcome.cause == "trace":
-        return (False, False, 0, position)
+def _aliased(failure: Failure) -> bool:
+    """A check that passes one array as several arguments (`same_object`, as the chapter's cell
+    passes `_w0 = _b0`): what it alone finds is a donated buffer, an error raised, not wrong values;
+    its sentence ("do not donate them") would send a student with wrong values the wrong way."""
+    return bool(getattr(failure.spec, "same_object", None))
+
+
+def _support(members: list[tuple[int, Failure]]) -> dict[str, int]:
+    """For each requirement, how many of the failed checks verify it: a wrong value fails every
+    check of the requirement it breaks, so the one most of them share is the likely cause."""
+    counts: dict[str, int] = {}
+    for _, failure in members:
+        for requirement in failure.spec.verifies:
+            counts[requirement] = counts.get(requirement, 0) + 1
+    return counts
+
+
+def _ran_out(failure: Failure) -> bool:
+    """A timeout of a check that did not run the function itself past its time: it hung in an
+    earlier check and is not called again, the submission's time ran out before it, or what ran
+    out was a run of the check's own (a knockout of its loop)."""
+    said = failure.outcome.message or ""
+    ran = _RAN_FOR.search(said)
+    return ran is None or ran["function"] != subject(failure.spec) or "in an earlier check" in said \
+        or "not run:" in said
+
+
+def _rank(position: int, failure: Failure, support: dict[str, int] | None = None) -> tuple:
+    """Which failed check tells a cause. Wrong values: a value check before a structure or compile
+    check whose program is no evidence, and before one that only re-tests another's inputs; before
+    a check whose own cause is another (`_aliased`: a donated buffer); then the most specific, the
+    one verifying fewest of the exercise's requirements (`train_fori` with lr = 0, which verifies
+    only "lr is an argument", names an ignored lr where "train_fori runs exactly num_steps steps"
+    cannot tell it from a wrong count, and "train_fori learns the true parameters" fails for any
+    wrong value); of those, the one whose requirement most of the failed checks verify (`_support`);
+    then a visible check, which the self-check judges too (the same check tells the cause before
+    and at the hand-in, quoting a call the student can run); then the spec's order. A tracing error
+    is the same error in every check: the first tells it; an exception, the first visible call; a
+    function that never finished, the first visible check that ran it past its time."""
+    if failure.outcome.cause in ("trace", "static"):
+        return (False, False, 0, 0, False, position)
     if failure.outcome.cause == "raised":  # the same exception everywhere: the first visible call tells it
-        return (False, failure.spec.hidden, 0, position)
+        return (False, False, 0, 0, failure.spec.hidden, position)
+    if failure.outcome.cause is None:  # timed out
+        return (_ran_out(failure), False, 0, 0, failure.spec.hidden, position)
     follows = _no_evidence(failure) or failure.echo
-    return (follows, failure.spec.hidden, len(failure.spec.verifies) or 99, position)
+    verifies = failure.spec.verifies
+    shared = max((support or {}).get(r, 0) for r in verifies) if verifies else 0
+    return (follows, _aliased(failure), len(verifies) or 99, -shared, failure.spec.hidden, position)
+
+
+def _stopped(failure: Failure) -> CheckOutcome:
+    """The check that tells a function never finished, in the words of the notebook's self-check
+    cell: how long it ran and which function, once (the instructor keeps the check's own words)."""
+    said = failure.outcome.message or ""
+    ran = _RAN_FOR.search(said)
+    function = subject(failure.spec)
+    if ran is None or _ran_out(failure):
+        return failure.outcome  # not the function itself that ran past its time (a run the check made of it)
+    what = f"tracing `{function}`" if ran["tracing"] else f"`{function}`"
+    return failure.outcome.model_copy(update={
+        "message": f"stopped after {ran['seconds']} s, {what} still running: does a loop never end?",
+        "counterexample": failure.outcome.counterexample or said})
+
+
+_RAN_FOR = re.compile(r"(?P<tracing>tracing )?`(?P<function>[A-Za-z_]\w*)` did not finish "
+                      r"\(still running after (?P<seconds>\d+(?:\.\d+)?) s\)")
 
 
 def _told_by_its_values(failure: Failure) -> CheckOutcome:
@@ -353,20 +455,28 @@ def _raised_as(failure: Failure, lead: Failure) -> bool:
 def one_message_per_cause(failures: list[Failure | None]) -> list[CheckOutcome | None]:
     """Each (function, cause) told once: the check `_rank` chooses says it, every other check
     of that function failed by the same cause (or, called eagerly, by the exception its trace
-    raised) points to it by its title. `None` (a check not judged at this stage) stays None."""
+    raised; or timed out on it) points to it by its title. `None` (a check not judged at this
+    stage) stays None."""
     groups: dict[tuple[str, str], list[tuple[int, Failure]]] = {}
     for position, failure in enumerate(failures):
-        if failure is None or failure.outcome.cause not in ("values", "trace", "raised"):
+        if failure is None:
+            continue
+        timed_out = failure.outcome.status == "timeout" and failure.outcome.cause is None \
+            and failure.outcome.reason is None
+        if failure.outcome.cause not in ("values", "trace", "static", "raised") and not timed_out:
             continue
         function = subject(failure.spec)
         if function:
-            groups.setdefault((function, failure.outcome.cause or ""), []).append((position, failure))
+            groups.setdefault((function, failure.outcome.cause or "timeout"), []).append((position, failure))
     out = [f.outcome if f is not None else None for f in failures]
     for (function, cause), members in groups.items():
-        lead_position, lead = min(members, key=lambda m: _rank(*m))
+        support = _support(members)
+        lead_position, lead = min(members, key=lambda m: _rank(*m, support))
         if _no_evidence(lead):
             out[lead_position] = _told_by_its_values(lead)
-        if cause in ("trace", "raised"):
+        if cause == "timeout":
+            out[lead_position] = _stopped(lead)
+        if cause in ("trace", "static", "raised"):
             members = members + [(position, failure) for position, failure in enumerate(failures)
                                  if failure is not None and subject(failure.spec) == function
                                  and _raised_as(failure, lead)]

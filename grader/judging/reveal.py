@@ -27,7 +27,7 @@ import builtins
 from typing import Literal
 
 from grader.checks.base import CheckOutcome, RaisedKind
-from grader.checks.program import HINTS
+from grader.checks.program import HINTS, where_raised
 from grader.report import CHECKED_ON_HAND_IN
 from grader.spec import CheckSpec
 
@@ -89,7 +89,7 @@ def _raised(raised: RaisedKind, traced: bool, spec: CheckSpec, inputs: str) -> s
     kind = raised.ename if raised.ename in _NAMED_ERRORS else "an exception"
     # a hidden check's line is the student's to choose: code run on a hidden value can raise from a
     # code object it compiled under a cell's file name, at a line that spells the value
-    where = f" at line {raised.line} of its cell" if raised.line and not spec.hidden else ""
+    where = where_raised("", raised) if raised.line and not spec.hidden else ""
     lesson = f": {raised.teach}" if raised.teach else ""
     if traced:
         return f"{raised.subject} could not be traced by jax.jit on {inputs}: {kind}{where}{lesson}"

@@ -10,8 +10,9 @@ from grader.spec import CheckSpec, ExerciseSpec
 
 def score_check(full_id: str, spec: CheckSpec, outcome: CheckOutcome,
                 exercise: ExerciseSpec | None = None) -> CheckResult:
-    # a check failed (or not judged) only for another check's cause: its sentence is not the one missed
-    own = outcome.reason != "same_cause"
+    # a check failed (or not judged) only for another check's cause, or stopped before it judged anything
+    # (the function never finished): its sentence is not the one missed
+    own = outcome.reason != "same_cause" and outcome.status != "timeout"
     sentences = [exercise.requirement(r).text for r in spec.verifies] if exercise and own else []
     return CheckResult(
         id=full_id,

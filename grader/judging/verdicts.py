@@ -1,19 +1,31 @@
 """Verdicts: each check's outcome on what was seen, one root cause, one message, then what a
-student may see of it (`reveal`) and its points (`scoring`)."""
+student may see of it (`reveal`) and its points (`scoring`); and the report they make
+(`graded_report`), built here for both `grade`s (the instructor's and the student pack's)."""
 
 from __future__ import annotations
+
+import time
 
 from grader.checks import Check, Seen
 from grader.checks.base import CheckOutcome
 from grader.checks.evidence import ENOUGH
 from grader.checks.numeric import NumericCheckImpl
 from grader.faults import one_line
-from grader.judging.attribution import Failure, one_message_per_cause
+from grader.judging.attribution import Failure, attribute, one_message_per_cause
 from grader.judging.plan import Plan
 from grader.judging.reveal import Stage, judged_now, not_judged_yet, revealed
-from grader.judging.scoring import score_check, score_exercise
-from grader.report import ExerciseResult, ProgramFingerprint
+from grader.judging.scoring import score_check, score_exercise, total
+from grader.report import (
+    CellProblem,
+    Environment,
+    ExerciseResult,
+    Isolation,
+    ProgramFingerprint,
+    Report,
+    SubmissionRef,
+)
 from grader.spec import CheckSpec
+from grader.submission import Submission
 
 
 def judge_one(check: Check, spec: CheckSpec, seen: Seen) -> CheckOutcome:
@@ -93,3 +105,36 @@ def programs(checks_plan: Plan, seen: Seen) -> list[ProgramFingerprint]:
                     chosen[key] = (rank, ProgramFingerprint(exercise=exercise.id, function=run.export.target,
                                                             digest=facts.digest, shingles=facts.shingles))
     return [fingerprint for _, fingerprint in chosen.values()]
+
+
+def judged(checks_plan: Plan, stage: Stage) -> Plan:
+    """The checks judged at this stage (the self-check records the others, never observes them)."""
+    return [(exercise, [c for spec, c in zip(exercise.checks, checks) if judged_now(spec, stage)])
+            for exercise, checks in checks_plan]
+
+
+def graded_report(checks_plan: Plan, seen: Seen, submission: Submission, *, assignment: str,
+                  problems: list[CellProblem], problems_omitted: int, student: str | None, seed: int,
+                  started: float, environment: Environment, isolation: Isolation,
+                  stage: Stage = "hand_in") -> Report:
+    """A graded submission's report: every check judged (`judge`), the verdicts and the cell
+    problems attributed (`attribute`), scored, with the fingerprints of the programs seen.
+    `started`: when the grading began (`time.monotonic()`)."""
+    exercises, cell_problems = attribute(judge(checks_plan, seen, stage=stage), submission.cells, problems)
+    score, max_score = total(exercises)
+    return Report(
+        assignment=assignment,
+        submission=SubmissionRef(path=submission.path, sha256=submission.sha256, kind=submission.kind),
+        student=student,
+        status="graded",
+        score=score,
+        max_score=max_score,
+        exercises=exercises,
+        seed=seed,
+        duration_s=round(time.monotonic() - started, 3),
+        environment=environment,
+        cell_problems=cell_problems,
+        cell_problems_omitted=problems_omitted,
+        isolation=isolation,
+        programs=programs(judged(checks_plan, stage), seen),
+    )

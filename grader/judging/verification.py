@@ -7,6 +7,17 @@ with its run; only a module that is inspected and never run, or whose run hung o
 verifier, gets a job that runs nothing. What comes back is
 validated by the verifier client; here it is cut back into each run's share and turned into
 NumPy values for the checks.
+
+Knockouts (does a loop or a case do the work? grader/verifier/inside/knockout.py) are jobs of
+their own, one per module and kind, after every value job of the batch: given the module's own
+outputs, they compile and run only the knocked-out modules, with a deadline of their own. A
+knockout that hangs or kills the verifier (a loop knocked out, what follows it never stops) is
+marked `unfinished` on the module's constructs, which only the structure check that asked reads:
+the values of the module, and the checks that judge them, are those of its value job. A knockout
+compares with the tolerance of the checks that asked it (the tightest), not bit for bit.
+
+Each job names the functions whose program its module is (`VerifierJob.functions`): a verifier
+it crashes or hangs counts against their restarts only (grader/verifier/client.py).
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ from grader.checks import Check, ModuleRun, RunOutcome
 from grader.checks.base import ModuleFacts
 from grader.kernel.protocol import ExportResult, Observation
 from grader.values import from_wire
-from grader.verifier.protocol import VerifierJob, VerifierResult
+from grader.verifier.protocol import Unfinished, VerifierJob, VerifierResult
 
 MAX_CALLS_PER_JOB = 64
 """Calls of one module the verifier takes in one job; more are split into several jobs."""
@@ -58,12 +69,16 @@ def _outcome(result: VerifierResult | None, start: int, count: int) -> RunOutcom
 def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[str, Observation],
                timeout: float, budget: float | None = None) -> dict[int, RunOutcome]:
     """Run every check's module runs in the verifier, `timeout` seconds a module (within `budget`
-    for all, when given: what is left of the submission's limit); a run whose export failed is
-    left out (its check reads the export's failure instead)."""
+    for all, when given: what is left of the submission's limit), then the knockouts the checks
+    ask, `timeout` seconds a module and kind; a run whose export failed is left out (its check
+    reads the export's failure instead)."""
     by_module: dict[str, tuple[str, list[tuple[ModuleRun, int]]]] = {}  # digest -> (module, [(run, offset)])
     calls: dict[str, list] = {}
-    knockouts: dict[str, set[str]] = {}  # module -> the constructs ("loop", "case") a check asks do the work
+    # module -> construct ("loop", "case") a check asks do the work -> the tightest (rtol, atol) of those checks
+    knockouts: dict[str, dict[str, tuple[float, float]]] = {}
+    functions: dict[str, set[str]] = {}  # module -> the functions whose program it is
     for check in checks:
+        tolerance = _tolerance(check)
         for run in check.runs():
             obs = observations.get(run.export.id)
             if obs is None or obs.status != "ok" or not isinstance(obs.result, ExportResult):
@@ -72,39 +87,45 @@ def verify_all(verifier: Verifying, checks: Iterable[Check], observations: dict[
             _, placed = by_module.setdefault(digest, (obs.result.module, []))
             job_calls = calls.setdefault(digest, [])
             placed.append((run, len(job_calls)))
-            knockouts.setdefault(digest, set()).update(run.knockouts)
+            functions.setdefault(digest, set()).add(run.export.target)
+            asked = knockouts.setdefault(digest, {})
+            for kind in run.knockouts:
+                have = asked.get(kind, tolerance)
+                asked[kind] = (min(have[0], tolerance[0]), min(have[1], tolerance[1]))
             baked = set(obs.result.baked)  # those values are in the module: not inputs
             job_calls.extend([v for i, v in enumerate(call) if i not in baked] for call in run.inputs)
     if not by_module:
         return {}
     started = time.monotonic()
     blobs = {digest: _blob(module) for digest, (module, _) in by_module.items()}
+    owners = {digest: sorted(names)[:64] for digest, names in functions.items()}
     jobs, chunks = [], {}
     for digest, blob in blobs.items():
         all_calls = calls[digest]
         if not all_calls:  # inspected only: a job that runs nothing
-            jobs.append(_facts_job(digest, blob))
+            jobs.append(_facts_job(digest, blob, owners[digest]))
             continue
         parts = [all_calls[i:i + MAX_CALLS_PER_JOB] for i in range(0, len(all_calls), MAX_CALLS_PER_JOB)]
         chunks[digest] = [f"{digest}-{n}" for n in range(len(parts))]
-        # the first part's facts are the module's (`_inspection`): its calls judge the knockouts
-        jobs += [VerifierJob(id=job_id, module=blob, calls=part, knockouts=sorted(knockouts.get(digest, ())) if n == 0 else [])
-                 for n, (job_id, part) in enumerate(zip(chunks[digest], parts))]
+        jobs += [VerifierJob(id=job_id, module=blob, calls=part, functions=owners[digest])
+                 for job_id, part in zip(chunks[digest], parts)]
     total = timeout * len(jobs) if budget is None else min(timeout * len(jobs), budget)
     # (a timeout of 0 is the self-check's: no limit of the verifier's own, its alarm stops it)
     results = _out_of_time(jobs) if budget is not None and budget <= 0 else verifier.run(jobs, total)
     # A module whose run hung or killed the verifier brought no facts: a job that runs nothing
     # reads them, so that a structure check still judges it.
-    unread = [_facts_job(digest, blobs[digest]) for digest, ids in chunks.items()
+    unread = [_facts_job(digest, blobs[digest], owners[digest]) for digest, ids in chunks.items()
               if _unanswered(results.get(ids[0]))]
-    left = None if budget is None else budget - (time.monotonic() - started)
-    if unread and (left is None or left > 0):
-        results.update(verifier.run(unread, timeout * len(unread) if left is None
-                                    else min(timeout * len(unread), left)))
+    results.update(_run_within(verifier, unread, timeout, budget, started))
+    # The knockouts, after every value: the first part's calls and values (`_inspection`).
+    knocking = [job for digest, ids in chunks.items()
+                for job in _knockout_jobs(digest, blobs[digest], calls[digest][:MAX_CALLS_PER_JOB],
+                                          results.get(ids[0]), knockouts[digest], owners[digest])]
+    results.update(_run_within(verifier, knocking, timeout, budget, started))
     outcomes: dict[int, RunOutcome] = {}
     for digest, (_, placed) in by_module.items():
         parts = [results.get(job_id) for job_id in chunks.get(digest, [])]
-        facts = _inspection(parts[0] if parts else None, results.get(f"{digest}-facts"))
+        facts = _knocked(_inspection(parts[0] if parts else None, results.get(f"{digest}-facts")), digest, results)
         merged = _merge(facts, parts)
         judged = any(run.judged for run, _ in placed)  # a value check runs this very module
         for run, offset in placed:
@@ -129,8 +150,68 @@ def _blob(module: str) -> bytes:
         return b""
 
 
-def _facts_job(digest: str, blob: bytes) -> VerifierJob:
-    return VerifierJob(id=f"{digest}-facts", module=blob, calls=[])
+def _facts_job(digest: str, blob: bytes, functions: list[str]) -> VerifierJob:
+    return VerifierJob(id=f"{digest}-facts", module=blob, calls=[], functions=functions)
+
+
+def _tolerance(check: Check) -> tuple[float, float]:
+    """(rtol, atol) of a check that asks for knockouts: a knocked-out module whose values stay
+    within it changes nothing the check could see. A check without one: bit for bit."""
+    spec = getattr(check, "spec", None)
+    rtol, atol = getattr(spec, "rtol", 0.0), getattr(spec, "atol", 0.0)
+    ok = all(isinstance(x, (int, float)) and x >= 0 for x in (rtol, atol))
+    return (float(rtol), float(atol)) if ok else (0.0, 0.0)
+
+
+def _run_within(verifier: Verifying, jobs: list[VerifierJob], timeout: float, budget: float | None,
+                started: float) -> dict[str, VerifierResult]:
+    """Run more jobs of the batch, `timeout` seconds each, within what is left of `budget`."""
+    if not jobs:
+        return {}
+    left = None if budget is None else budget - (time.monotonic() - started)
+    if left is not None and left <= 0:
+        return _out_of_time(jobs)
+    return verifier.run(jobs, timeout * len(jobs) if left is None else min(timeout * len(jobs), left))
+
+
+def _knockout_jobs(digest: str, blob: bytes, calls: list, first: VerifierResult | None,
+                   asked: dict[str, tuple[float, float]], functions: list[str]) -> list[VerifierJob]:
+    """One job per kind of construct the checks ask about that the module has, once its values
+    are in (`first`, the value job of the module's first calls); none for a module whose calls
+    did not all run or whose constructs could not be followed (its check says why)."""
+    if first is None or first.status != "ok" or first.facts is None or first.values is None:
+        return []
+    found = first.facts.constructs
+    if found is None or found.unreadable or len(first.values) != len(calls):
+        return []
+    return [VerifierJob(id=f"{digest}-knockout-{kind}", module=blob, calls=calls, knockouts=[kind],
+                        outputs=first.values, tolerance=asked[kind], functions=functions)
+            for kind in sorted(asked) if (found.loops if kind == "loop" else found.cases)]
+
+
+def _knocked(facts: VerifierResult | None, digest: str, results: dict[str, VerifierResult]) -> VerifierResult | None:
+    """The module's facts with what its knockout jobs found: each construct's `does_work`, or
+    the kinds whose knockout did not finish (`Constructs.unfinished`)."""
+    if facts is None or facts.facts is None or facts.facts.constructs is None:
+        return facts
+    found = facts.facts.constructs
+    loops, cases, unfinished = list(found.loops), list(found.cases), {}
+    for kind, mine in (("loop", loops), ("case", cases)):
+        result = results.get(f"{digest}-knockout-{kind}")
+        if result is None:
+            continue
+        if _unanswered(result):
+            unfinished[kind] = Unfinished(status="timeout" if result.status == "timeout" else "crashed",
+                                          detail=result.detail or "the verifier gave no result")
+            continue
+        theirs = result.facts.constructs if result.status == "ok" and result.facts is not None else None
+        if theirs is None or theirs.unreadable:
+            continue
+        judged = theirs.loops if kind == "loop" else theirs.cases
+        for i, entry in enumerate(judged[:len(mine)]):
+            mine[i] = mine[i].model_copy(update={"does_work": entry.does_work})
+    constructs = found.model_copy(update={"loops": loops, "cases": cases, "unfinished": unfinished})
+    return facts.model_copy(update={"facts": facts.facts.model_copy(update={"constructs": constructs})})
 
 
 def _unanswered(result: VerifierResult | None) -> bool:

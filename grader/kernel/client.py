@@ -26,14 +26,13 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable
 
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop, run_sync
-from pydantic import BaseModel, Field
-
 from grader import interrupts
 from grader.errors import KernelStartFailed
+from grader.kernel.driver import CellRun
 from grader.kernel.launch import KERNEL_ARGS, WARM_ARGS, LaunchedKernel, kernel_command, scratch_directory
 from grader.kernel.messages import DROPPED, GraderSession, MessageRejected
 from grader.kernel.protocol import MIME_TYPE
@@ -44,22 +43,6 @@ from grader.sandbox.starvation import CpuMeter, starved_window
 
 STARTUP_TIMEOUT_S = 60
 HARD_DEADLINE_GRACE_S = 5.0  # past nbclient's own cell timeout, our wall-clock bound ends the cell
-
-
-class CellRun(BaseModel):
-    """What happened to one cell. `observations` are the probe's raw JSON payloads."""
-
-    status: Literal["ok", "error", "timeout", "died"]
-    ename: str | None = None
-    evalue: str | None = None
-    observations: list[dict[str, Any]] = []
-    seconds: float = 0.0
-    line: int | None = Field(default=None, description="the line of the cell where it raised, from the traceback")
-    starved: str | None = Field(default=None, description=(
-        "a timeout during which the machine kept the kernel's processes from the CPU, in words "
-        "(grader/sandbox/starvation.py): not the student's timeout"))
-
-
 
 
 @functools.cache

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,10 +33,11 @@ DEFAULT_KERNEL = "python3"  # the kernel this module can start: ipykernel with t
 CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
-def scratch_directory() -> Path:
+def scratch_directory(*, sweep: bool = True) -> Path:
     """A kernel's fresh scratch directory (grader/runtime_paths.py), with room for its ipc sockets,
     which live in it as `kernel-ipc-<port>`."""
-    return runtime_paths.scratch_directory(socket_room=len("/grade-4194304-12345678/kernel-ipc-65535"))
+    return runtime_paths.scratch_directory(socket_room=len("/grade-4194304-12345678/kernel-ipc-65535"),
+                                           sweep=sweep)
 
 
 KERNEL_MAIN = """\
@@ -82,7 +82,7 @@ class LaunchedKernel:
     until then it is this object's to kill (`discard`)."""
 
     def __init__(self, policy: SandboxPolicy | None, args: list[str]):
-        self.scratch = scratch_directory()
+        self.scratch = scratch_directory(sweep=False)  # swept once the kernel boots
         self.sandbox = Sandbox(self.scratch, policy, detect()) if policy is not None else None
         self.process: subprocess.Popen | None = None
         lifetime.track(self)
@@ -104,6 +104,7 @@ class LaunchedKernel:
         except BaseException:
             self.discard()
             raise
+        runtime_paths.sweep_dead_scratch(once=True)  # what killed graders left, while the kernel boots
 
     def adopted(self) -> None:
         """A Kernel holds it now, and kills it."""
@@ -121,4 +122,4 @@ class LaunchedKernel:
             process.wait(timeout=10)
         if self.sandbox is not None:
             self.sandbox.cleanup()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        runtime_paths.remove_scratch(self.scratch)

@@ -270,6 +270,9 @@ class CallRequest(_Wire):
         default=None, description="a function of the namespace whose calls are counted during each call: "
         "the name is bound to a counting wrapper for the calls, then restored; JAX's caches are cleared "
         "before each call, so a jitted function traces (and calls its helpers) again")
+    perturb: bool = Field(default=False, description=(
+        "with count_calls: call again with what the counted function returns moved by one, and report "
+        "whether the answer changed (the function uses what its helper returns)"))
     watch: bool = Field(default=False, description=(
         "report what each call changed outside the function (globals, closures, arguments, random state), "
         "JAX's caches cleared before each call: a pure check"))
@@ -348,6 +351,9 @@ class Raised(_Wire):
     line: Annotated[int, Field(ge=0)] | None = None
     function: Annotated[str, Field(max_length=120, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = Field(
         default=None, description="the student's function whose line that is (a claim: it only words the message)")
+    file: Text | None = Field(default=None, description=(
+        "the file the cell's code was compiled under, which the grader maps to the cell as the student "
+        "finds it (a claim: only a cell's file name is ever shown, as 'cell 5, line 7')"))
 
 
 class Parameter(_Wire):
@@ -374,6 +380,9 @@ class ValuesResult(_Wire):
     counts: list[Annotated[int, Field(ge=0, le=MAX_COUNTED)]] | None = Field(
         default=None, max_length=10_000, description="a call request with `count_calls`: per call, how many "
         "times the counted function was called (a claim of the student's process)")
+    uses: list[bool] | None = Field(default=None, max_length=10_000, description=(
+        "a call request with `perturb`: per call, whether its answer changed when the counted function's "
+        "results were moved (a claim)"))
     mutated: list[Text] | None = Field(default=None, max_length=16, description=(
         "a call request with `watch`: what the calls changed outside the function, in words (a claim)"))
 

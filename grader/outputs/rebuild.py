@@ -24,6 +24,7 @@ from grader.outputs.gradebook import ExportSettings, Gradebook
 from grader.outputs.names import (
     CANVAS_CSV,
     CLASS_PAGE,
+    GRADESCOPE,
     MOODLE_CSV,
     SUMMARY_CSV,
     OutputFolder,
@@ -41,13 +42,15 @@ __all__ = ["Rebuilt", "batch_notices", "rebuild", "update"]
 
 
 class Rebuilt(BaseModel):
-    """What a rebuild wrote: the final reports, and how the Canvas column was filled."""
+    """What a rebuild wrote: the final reports, how the Canvas column was filled, and each export's
+    outcome."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     reports: dict[str, Report]
     canvas: CanvasFill | None = None
-    warnings: list[str] = []  # an export that could not be rebuilt (the rest of the commit stands)
+    written: list[str] = []  # the exports written (names.GRADESCOPE, CANVAS_CSV, MOODLE_CSV)
+    warnings: list[str] = []  # one sentence per export not written (the rest of the commit stands)
 
 
 def final_reports(gradebook: Gradebook, out_dir: Path) -> dict[str, Report]:
@@ -63,7 +66,7 @@ def final_reports(gradebook: Gradebook, out_dir: Path) -> dict[str, Report]:
 def _feedback(report: Report) -> bytes:
     """The page to hand back (the submission read again, bounded as before; one that cannot be
     read any more gives a page without code)."""
-    from grader.feedback import page
+    from grader.views.page import page
     from grader.submission import read_submission
 
     try:
@@ -140,20 +143,55 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
                        feedback_file=feedback_file_name, reference=reference)
     _with_notices(stage.path(CLASS_PAGE), batch_notices(gradebook))
     _delete_removed(stage, gradebook, reports)
-    if settings.gradescope:
-        write_gradescope(reports, stage.root)
     rebuilt = Rebuilt(reports=reports)
-    try:  # an LMS export whose input went missing must not cost the batch its grades
-        if settings.canvas_roster:
-            rebuilt.canvas = fill_canvas(Path(settings.canvas_roster), reports, stage.path(CANVAS_CSV),
-                                         column=settings.canvas_column)
-        if settings.moodle:
-            write_moodle(reports, stage.path(MOODLE_CSV))
-    except GraderError as exc:
-        rebuilt.warnings.append(f"the LMS export was not updated: {exc}")
-    if not rebuilt.warnings:  # a setting that failed is not kept: the next rebuild uses the last good one
-        gradebook.save_export_settings(settings)
+    kept = gradebook.export_settings()  # what the last good rebuild used
+    late_policy = load_policy(out_dir) is not None
+
+    def canvas() -> None:
+        rebuilt.canvas = fill_canvas(Path(settings.canvas_roster or ""), reports, stage.path(CANVAS_CSV),
+                                     column=settings.canvas_column, late_policy=late_policy)
+
+    # each export on its own: one that fails says so, leaves nothing of itself staged (OUT keeps its
+    # last good one), and is not kept as a setting (the next rebuild uses the last good one); the
+    # others, and the batch's grades, are written all the same
+    exports = [(GRADESCOPE, settings.gradescope, lambda: write_gradescope(reports, stage.root),
+                {"gradescope": settings.gradescope}, {"gradescope": kept.gradescope}),
+               (CANVAS_CSV, bool(settings.canvas_roster), canvas,
+                {"canvas_roster": settings.canvas_roster, "canvas_column": settings.canvas_column},
+                {"canvas_roster": kept.canvas_roster, "canvas_column": kept.canvas_column}),
+               (MOODLE_CSV, settings.moodle, lambda: write_moodle(reports, stage.path(MOODLE_CSV)),
+                {"moodle": settings.moodle}, {"moodle": kept.moodle})]
+    saved: dict[str, object] = {}
+    for name, wanted, write, ok, before in exports:
+        if not wanted:
+            saved.update(ok)
+            continue
+        try:
+            write()
+        except (GraderError, OSError) as exc:
+            _unstage(stage, name)
+            if name == CANVAS_CSV:
+                rebuilt.canvas = None
+            done = "updated" if (out_dir / name).exists() else "written"
+            kept_note = f", {name} stays as it was" if done == "updated" else ""
+            rebuilt.warnings.append(f"{name} was not {done}{kept_note}: {exc}")
+            saved.update(before)
+        else:
+            rebuilt.written.append(name)
+            saved.update(ok)
+    gradebook.save_export_settings(ExportSettings.model_validate(saved))
     return rebuilt
+
+
+def _unstage(stage: Staging, name: str) -> None:
+    """Drop what a failed export staged (a file, or a folder written halfway)."""
+    import shutil
+
+    staged = stage.root / name
+    if staged.is_dir():
+        shutil.rmtree(staged, ignore_errors=True)
+    else:
+        staged.unlink(missing_ok=True)
 
 
 def update(out_dir: Path, settings: ExportSettings | None = None, *,

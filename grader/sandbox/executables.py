@@ -139,7 +139,7 @@ def sandbox_policy(sandboxed: bool) -> SandboxPolicy | None:
 def marker(path: Path, assignment: Assignment, solution: Path) -> Path:
     """Built for this assignment, this reference solution and this probe and verifier (the
     programs they compile)."""
-    from grader.assignment_digest import assignment_digest
+    from grader.assignment.digest import assignment_digest
     from grader.sandbox.layers import KERNEL_INSIDE, VERIFIER_INSIDE
 
     key = hashlib.sha256(assignment_digest(assignment.folder).encode() + solution.read_bytes())

@@ -20,6 +20,14 @@ Layers, each optional so that grading degrades honestly where one is missing:
 The grader talks to the kernel over unix sockets (jupyter's ipc transport) inside the scratch
 directory, which is the only host path the kernel can write.
 
+An ordinary user (rootless) cannot mount on the host, so its sandbox is made one namespace
+deeper: the wrapper shell enters a user and mount namespace of its own (`unshare`) and mounts
+there two size-limited tmpfs, the scratch and /tmp, which bubblewrap binds into the sandbox; the
+host's scratch folder (0700) is never bound, and holds only what the grader wrote (the connection
+file, bound read-only, and one link per ipc socket to `/proc/<the wrapper>/root/...`, through
+which the grader reaches the socket in the tmpfs). What the kernel writes is gone with its last
+process. Its total memory is watched (grader/sandbox/memory_watch.py) where no cgroup bounds it.
+
 From the grader's side, `stop_strays()` kills every process of the sandbox but the kernel (a
 daemon that double-forked is out of the kernel's reach), and `cleanup()` kills them all.
 """
@@ -28,7 +36,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -42,8 +52,9 @@ from typing import TYPE_CHECKING
 
 from grader.atomic import write_atomic
 from grader.kernel import INSIDE as KERNEL_INSIDE  # each inside/ is defined once, beside its wing
-from grader.runtime_paths import scratch_tag
+from grader.runtime_paths import remove_scratch, scratch_of, scratch_tag
 from grader.sandbox import seccomp
+from grader.sandbox.memory_watch import MemoryWatch
 from grader.verifier import INSIDE as VERIFIER_INSIDE
 
 if TYPE_CHECKING:
@@ -56,6 +67,12 @@ ENV_PASSED = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 SECCOMP_FD = 9  # the privileged wrapper opens the filter on this fd for `bwrap --seccomp`
 ADDRESS_SPACE_FACTOR = 2  # without cgroups: JAX and the kernel map about twice what they use
 BWRAP_LEVELS = 3  # bwrap processes above the kernel: 2 (the outer one, its pid-1 init); a bound
+# Rootless: beside the host's scratch folder's own files, the mount points of the two tmpfs that
+# the sandbox's own mount namespace puts there (or, where that is refused, the folder bound as the
+# scratch); neither is ever the folder itself, which only the grader enters.
+SCRATCH_BIND = ".scratch"
+TMP_BIND = ".tmp"
+TMPFS_INODES = 65536  # files a rootless tmpfs may hold: each costs kernel memory its size does not count
 
 
 EXECUTABLES_NEVER_WRITE_SECONDS = "1e9"  # JAX writes only what took longer than this to compile
@@ -264,10 +281,12 @@ def detect() -> Detected:
     return Detected(layers=tuple(layer for layer in LAYERS if layer not in missing), missing=missing)
 
 
-ROOT_LIMITS = ("memory is capped per process (address space) and processes per sandbox user (uid 65534, every "
-               "sandbox's together: rlimits), not for the whole tree")
-ROOTLESS_LIMITS = ("memory is capped per process (address space) and processes are counted in the "
-                   "sandbox's own user namespace (rlimits), not for the whole tree")
+ROOT_LIMITS = ("memory is capped per process (address space; with bubblewrap's namespaces, the sandbox's processes "
+               "together by the grader's watcher) and processes per sandbox user (uid 65534, every sandbox's "
+               "together: rlimits), not for the whole tree")
+ROOTLESS_LIMITS = ("memory is capped per process (address space) and, for the sandbox's processes together, by "
+                   "the grader's watcher, which kills them past the limit; processes are counted in the "
+                   "sandbox's own user namespace (rlimits)")
 NO_CPU_SHARE = ("no equal CPU share per sandbox, so a timeout the machine caused cannot be told from the "
                 "student's own")
 
@@ -292,8 +311,12 @@ def _rootless() -> Detected:
         missing["cpu"] = "an ordinary user has no writable cgroup cpu controller here: " + NO_CPU_SHARE
     if not shutil.which("prlimit"):
         missing["rlimits"] = "prlimit is not installed"
-    missing["scratch"] = ("an ordinary user cannot mount a tmpfs the grader can reach: the scratch is a plain "
-                          "folder, each file in it capped by the file-size rlimit, not their total")
+    if "namespaces" not in missing and (why := _namespace_tmpfs_refused()):
+        missing["scratch"] = (f"no tmpfs in a mount namespace of the sandbox's own ({why}): the scratch is a "
+                              "plain folder only the grader can enter, each file in it capped by the file-size "
+                              "rlimit, not their total")
+    elif "namespaces" in missing:
+        missing["scratch"] = "an ordinary user mounts a tmpfs only in namespaces of its own, refused here"
     if why := seccomp.unavailable_reason():
         missing["seccomp"] = why
     elif "namespaces" in missing:
@@ -315,6 +338,26 @@ def _userns_refused() -> str | None:
         return None
     said = " ".join(done.stderr.split())[:160] or f"exit status {done.returncode}"
     return f"unprivileged user namespaces are refused here ({said})"
+
+
+@functools.cache
+def _namespace_tmpfs_refused() -> str | None:
+    """Why an ordinary user's sandbox cannot have its scratch and /tmp on a size-limited tmpfs in
+    a user and mount namespace of its own, made by `unshare` around bubblewrap, or None (tried
+    once, as `Sandbox.wrap` does it)."""
+    if not shutil.which("unshare"):
+        return "util-linux's unshare is not installed"
+    try:
+        done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "/bin/sh", "-c",
+                               'mount -t tmpfs -o size=4k,nr_inodes=16 tmpfs /tmp && exec "$@"', "grader-mounts",
+                               "bwrap", "--unshare-user", "--uid", "65534", "--gid", "65534", "--unshare-pid",
+                               "--die-with-parent", "--ro-bind", "/", "/", "--bind", "/tmp", "/tmp", "true"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare could not run ({type(exc).__name__})"
+    if done.returncode == 0:
+        return None
+    return " ".join(done.stderr.split())[:160] or f"exit status {done.returncode}"
 
 
 @dataclass(frozen=True)
@@ -407,7 +450,27 @@ def available() -> Isolation:
 
     detected = detect()
     return Isolation(sandboxed=not detected.missing, layers=list(detected.layers), missing=dict(detected.missing),
-                     backend=detected.backend)
+                     backend=detected.backend, **bounds(detected.layers, SandboxPolicy()))
+
+
+def bounds(layers: tuple[str, ...] | list[str], policy: SandboxPolicy) -> dict[str, object]:
+    """What bounds a sandbox's total memory and total files on a host with these layers, as the
+    report's isolation record says it: memory by the cgroup, by the grader's watcher (namespaces
+    without a cgroup: memory_watch.py) or only per process (address space); files by a size-limited
+    tmpfs (the scratch, and /tmp inside the namespaces) or only per file (the file-size rlimit)."""
+    if "cgroups" in layers:
+        memory = "cgroup"
+    elif "namespaces" in layers:
+        memory = "watcher"
+    else:
+        memory = "per process"
+    if "scratch" in layers:
+        files = "tmpfs"
+        total = policy.scratch_bytes + (policy.tmp_bytes if "namespaces" in layers else 0)
+    else:
+        files, total = "file size", None
+    return {"memory_bound": memory, "memory_bytes": policy.memory_bytes if memory != "per process" else None,
+            "scratch_bound": files, "scratch_bytes": total}
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -438,6 +501,21 @@ def _task_exited(pid: int, task: str) -> bool:
     return state in ("Z", "X", "x")
 
 
+def _socket_names(connection_file: str | None, scratch: Path) -> list[str]:
+    """The names of the ipc sockets a connection file (the grader's own, not yet read by any
+    kernel) puts in `scratch`: `kernel-ipc-1` ... (none for another transport or folder)."""
+    if not connection_file:
+        return []
+    try:
+        info = json.loads(Path(connection_file).read_text())
+        ip = Path(info["ip"])
+        names = [f"{ip.name}-{int(info[port])}" for port in
+                 ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return names if info.get("transport") == "ipc" and ip.parent == scratch else []
+
+
 def _file_id(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -461,6 +539,12 @@ class Sandbox:
         # an ordinary user's sandbox (detect's "rootless" backend): its uid is made by bubblewrap's
         # user namespace, not setpriv, and its rlimits are set inside that namespace
         self.rootless = os.geteuid() != 0
+        # rootless, the kernel never gets the host's scratch folder: a tmpfs of its own namespace
+        # (the scratch layer), else a folder inside it (SCRATCH_BIND)
+        self.inner_tmpfs = self.rootless and self.has("namespaces") and self.has("scratch")
+        self.inner_folder = self.rootless and self.has("namespaces") and not self.has("scratch")
+        self.watch: MemoryWatch | None = None
+        self.memory_exceeded: int | None = None  # what the watcher found held when it killed the sandbox
 
     def has(self, layer: str) -> bool:
         return layer in self.isolation.layers
@@ -468,8 +552,14 @@ class Sandbox:
     # ------------------------------------------------------------------ set-up
 
     def prepare(self) -> None:
-        """Mount the scratch tmpfs, hand it to the sandbox user, create the cgroups."""
-        if self.has("scratch"):
+        """Mount the scratch tmpfs, hand it to the sandbox user, create the cgroups. Rootless: the
+        scratch folder is the grader's alone (0700), with the mount points (or the folder) that
+        the sandbox gets inside it."""
+        if self.inner_tmpfs or self.inner_folder:
+            os.chmod(self.scratch, 0o700)
+            for name in (SCRATCH_BIND, TMP_BIND) if self.inner_tmpfs else (SCRATCH_BIND,):
+                (self.scratch / name).mkdir(mode=0o700, exist_ok=True)
+        elif self.has("scratch"):
             size = self.policy.scratch_bytes
             result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
                                      str(self.scratch)], capture_output=True)
@@ -491,12 +581,19 @@ class Sandbox:
         nothing handed over."""
         p = self.policy
         cmd: list[str] = []
-        if self.has("cgroups") or self.has("user") or self.has("seccomp"):
+        inner = self.inner_tmpfs or self.inner_folder
+        if self.has("cgroups") or self.has("user") or self.has("seccomp") or inner:
             # A shell, still privileged, joins the cgroups, hands over the connection file and
             # opens the seccomp filter (root's alone) on a fixed fd that bwrap reads and closes.
             script = "".join(f'echo $$ > "{g}/cgroup.procs"; ' for g in self._cgroups)
             if self.has("user") and connection_file and not self.rootless:
                 script += f'chown {p.uid}:{p.gid} "$1"; '
+            if inner:  # the grader's way to each ipc socket, which the kernel makes inside
+                for name in _socket_names(connection_file, self.scratch):
+                    source = self.scratch / SCRATCH_BIND / name
+                    target = f"/proc/$$/root{shlex.quote(str(source))}" if self.inner_tmpfs else shlex.quote(
+                        f"{SCRATCH_BIND}/{name}")
+                    script += f"ln -sfn {target} {shlex.quote(str(self.scratch / name))}; "
             if self.has("seccomp"):
                 script += f'exec {SECCOMP_FD}<"$2"; '
             script += 'shift 2; exec "$@"'
@@ -508,8 +605,16 @@ class Sandbox:
         inside = self.rootless and self.has("namespaces")  # rlimits counted in the sandbox's own namespace
         if self.has("rlimits") and not inside:
             cmd += ["prlimit", *self._rlimits(), "--"]
+        if self.inner_tmpfs:
+            # A user and mount namespace of the sandbox's own, where the scratch and /tmp are
+            # size-limited tmpfs that bubblewrap binds in; `/proc/<this process>/root` shows them.
+            options = [f"size={p.scratch_bytes},nr_inodes={TMPFS_INODES},mode=0700",
+                       f"size={p.tmp_bytes},nr_inodes={TMPFS_INODES},mode=1777"]
+            cmd += ["unshare", "--user", "--map-root-user", "--mount", "/bin/sh", "-c",
+                    'mount -t tmpfs -o "$3" tmpfs "$1" && mount -t tmpfs -o "$4" tmpfs "$2" && shift 4 && exec "$@"',
+                    "grader-mounts", str(self.scratch / SCRATCH_BIND), str(self.scratch / TMP_BIND), *options]
         if self.has("namespaces"):
-            cmd += self._bwrap_args()
+            cmd += self._bwrap_args(connection_file)
             if self.has("rlimits") and inside:
                 cmd += ["prlimit", *self._rlimits(), "--"]
         elif self.isolation.layers:
@@ -521,6 +626,10 @@ class Sandbox:
         if self.has("user") and not self.rootless:
             cmd += ["setpriv", f"--reuid={p.uid}", f"--regid={p.gid}", "--clear-groups",
                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        if not self.has("cgroups") and self.has("namespaces") and p.memory_bytes is not None:
+            if self.watch is not None:
+                self.watch.stop()
+            self.watch = MemoryWatch(self.scratch, p.memory_bytes)  # finds the process started next, here
         return cmd + argv
 
     def _rlimits(self) -> list[str]:
@@ -541,7 +650,7 @@ class Sandbox:
                 limits.append(f"--nproc={p.pids}:{p.pids}")
         return limits
 
-    def _bwrap_args(self) -> list[str]:
+    def _bwrap_args(self, connection_file: str | None = None) -> list[str]:
         args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                 "--die-with-parent", "--new-session", "--clearenv"]
         if self.rootless:  # an unprivileged user namespace: uid 65534 inside (the grader's own uid outside)
@@ -565,8 +674,11 @@ class Sandbox:
         for etc in ("ld.so.cache", "localtime", "passwd", "group", "nsswitch.conf"):
             if (Path("/etc") / etc).exists():
                 args += ["--ro-bind", f"/etc/{etc}", f"/etc/{etc}"]
-        args += ["--proc", "/proc", "--dev", "/dev",
-                 "--size", str(self.policy.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        if self.inner_tmpfs:
+            args += ["--bind", str(self.scratch / TMP_BIND), "/tmp"]  # its namespace's tmpfs
+        else:
+            args += ["--size", str(self.policy.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
         created: set[Path] = {Path("/"), Path("/tmp"), Path("/usr")}
         readonly = self._readonly_paths()
         for source in readonly:
@@ -593,8 +705,27 @@ class Sandbox:
             args += ["--bind" if self.policy.executables_writable else "--ro-bind", str(store), str(store)]
             for name, value in sandbox_environment(store, writable=self.policy.executables_writable).items():
                 args += ["--setenv", name, value]
-        args += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch)]
+        if self.inner_tmpfs or self.inner_folder:
+            args += ["--bind", str(self.scratch / SCRATCH_BIND), str(self.scratch)]
+            if connection_file and Path(connection_file).parent == self.scratch:
+                args += ["--ro-bind", connection_file, connection_file]
+        else:
+            args += ["--bind", str(self.scratch), str(self.scratch)]
+        args += ["--chdir", str(self.scratch)]
+        if self.rootless:
+            # The new root, /etc and /dev are tmpfs of the sandbox's user: without a size, and
+            # nothing needs to write there.
+            args += ["--remount-ro", "/", "--remount-ro", "/dev"]
         return args
+
+    def seen_scratch(self, root_pid: int) -> Path:
+        """Where the grader sees the files the kernel writes in its scratch, `root_pid` being the
+        sandbox's outermost process (a test's view: the grader reads none of them): the tmpfs
+        in the sandbox's own mount namespace (rootless), the folder bound as the scratch, or the
+        scratch itself."""
+        if self.inner_tmpfs:
+            return Path(f"/proc/{root_pid}/root{self.scratch / SCRATCH_BIND}")
+        return self.scratch / SCRATCH_BIND if self.inner_folder else self.scratch
 
     def store(self) -> Path | None:
         """The compiled-program store this sandbox reads (grader/sandbox/executables.py): a verifier's
@@ -675,7 +806,15 @@ class Sandbox:
     # ------------------------------------------------------------------ tear-down
 
     def cleanup(self) -> None:
-        """Kill every process left in the kernel's cgroups, remove them, unmount the scratch."""
+        """Kill every process left in the kernel's cgroups, remove them, unmount the scratch.
+        Rootless: stop the memory watch; the folder that was the scratch (where no tmpfs could
+        be made) is removed whatever its contents' modes, and what is left is said."""
+        if self.watch is not None:
+            self.watch.stop()
+            self.memory_exceeded = self.watch.exceeded
+            self.watch = None
+        if self.inner_folder and (self.scratch / SCRATCH_BIND).exists():
+            remove_scratch(self.scratch / SCRATCH_BIND)
         for group in self._cgroups:
             empty_and_remove(group)
         self._cgroups = []
@@ -899,8 +1038,8 @@ def owner_tag(pid: int | None = None) -> str:
 
 
 def sweep(pid: int) -> int:
-    """Remove what a dead grader process `pid` left: its sandboxes' cgroups (processes killed)
-    and scratch mounts. Returns how many things were removed."""
+    """Remove what a dead grader process `pid` left: its sandboxes' cgroups (processes killed),
+    scratch mounts and scratch folders. Returns how many things were removed."""
     removed = 0
     tag = owner_tag(pid)
     parents = {_own_cgroup(controller) for controller in CONTROLLERS} | {v2_parent()}
@@ -917,6 +1056,9 @@ def sweep(pid: int) -> int:
         if len(fields) > 1 and Path(fields[1]).name.startswith(scratch_tag(pid)):
             subprocess.run(["umount", "-l", fields[1]], capture_output=True)
             removed += 1
+    for folder in scratch_of(pid):  # its scratch folders, whatever their contents' modes
+        remove_scratch(folder)
+        removed += 1
     return removed
 
 

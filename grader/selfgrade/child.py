@@ -84,6 +84,18 @@ class Child:
     def alive(self) -> bool:
         return self._process.poll() is None
 
+    def ended(self) -> str:
+        """How the child ended, in words (after `Ended`)."""
+        code = self._process.poll()
+        if code is None:
+            return "it closed its end"
+        if code < 0:
+            try:
+                return f"it was stopped by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"it was stopped by signal {-code}"
+        return f"it exited with status {code}"
+
     def send(self, message: dict) -> None:
         """Ended when the child is gone."""
         assert self._process.stdin is not None

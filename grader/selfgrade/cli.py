@@ -17,17 +17,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import interrupts
-from grader.errors import GraderError, UsageError
-from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
+from grader.errors import UsageError
+from grader.inert import PATH_LIMIT, terminal
 from grader.selfgrade import packs
-from grader.usage import Parser
+from grader.usage import Parser, exit_status
 
 if TYPE_CHECKING:
     from grader.report import Report
@@ -115,7 +114,7 @@ def _later(report: Report) -> str | None:
 
 
 def _emit(report: Report, args: argparse.Namespace, path: Path) -> None:
-    from grader.render import summary
+    from grader.views.terminal import summary
     from grader.report import write
 
     if args.json == "-":
@@ -127,6 +126,11 @@ def _emit(report: Report, args: argparse.Namespace, path: Path) -> None:
     later = _later(report)
     if later:
         print(later)
+    from grader.selfcheck import jax_note
+
+    note = jax_note()  # as the notebook's self-check cells say it
+    if note:
+        print(note)
     target = Path(args.json) if args.json else path.with_name(f"{path.stem}.report.json")
     try:
         write(report, target)
@@ -173,7 +177,7 @@ def run(argv: list[str]) -> int:
             first.kill()
     _emit(report, args, path)
     if args.html:
-        from grader.feedback import write_page
+        from grader.views.page import write_page
         from grader.submission import read_submission
 
         shown = write_page(report, read_submission(path).cells, args.html)
@@ -210,28 +214,17 @@ def main(argv: list[str] | None = None, *, dispatch: bool = True) -> int:
     """`grade`: with `dispatch`, a notebook of another installed pack's assignment is checked by
     that pack's `grade` (in this process, before this one's signal handlers are installed)."""
     argv = sys.argv[1:] if argv is None else argv
-    try:
+
+    def dispatched() -> int:
         other = _elsewhere(argv) if dispatch else None
         if other is not None:
             return packs.grade_of(*other)(argv)
         with interrupts.handled():
             return run(argv)
-    except GraderError as exc:
-        print(f"grade: {terminal(exc, MESSAGE_LIMIT)}", file=sys.stderr)
-        return exc.exit_code
-    except interrupts.Terminated:
-        print("grade: terminated; the notebook's Python was stopped", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("grade: interrupted; the notebook's Python was stopped", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
-    except Exception as exc:  # noqa: BLE001 - a grader bug is one sentence and exit 3, never a traceback
-        print(f"grade: the grader failed ({terminal(f'{type(exc).__name__}: {exc}', MESSAGE_LIMIT)}), a bug: "
-              "please tell your instructor", file=sys.stderr)
-        return 3
+
+    stopped = "the notebook's Python was stopped"
+    return exit_status(dispatched, terminated=f"terminated; {stopped}", interrupted=f"interrupted; {stopped}",
+                       bug="please tell your instructor")
 
 
 def entry() -> None:

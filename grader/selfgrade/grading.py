@@ -15,17 +15,15 @@ from importlib import metadata
 from pathlib import Path
 
 from grader import assignment as assignments
-from grader.assignment_choice import choose_assignment
+from grader.assignment.choice import choose_assignment
 from grader.checks import Seen
-from grader.judging.attribution import attribute
 from grader.judging.local import LocalVerifier, TimeUp
-from grader.judging.plan import Plan, observe_all, plan
-from grader.judging.reveal import Stage, judged_now
-from grader.judging.scoring import total
-from grader.judging.verdicts import judge, programs
+from grader.judging.plan import observe_all, plan
+from grader.judging.reveal import Stage
+from grader.judging.verdicts import graded_report, judged
 from grader.judging.verification import InBackground
 from grader.options import GradeOptions
-from grader.report import Environment, Isolation, Report, SubmissionRef, environment
+from grader.report import Environment, Isolation, Report, environment
 from grader.selfgrade.child import Child
 from grader.selfgrade.packs import this_pack
 from grader.selfgrade.session import NotebookProcess
@@ -35,12 +33,6 @@ from grader.verifier.protocol import VerifierJob, VerifierResult
 STAGE: Stage = "self_check"
 UNSANDBOXED = Isolation(sandboxed=False, layers=[], backend="none", missing={
     "all": "the student pack's grade runs your notebook as you, on your own machine"})
-
-
-def checked_now(checks_plan: Plan) -> Plan:
-    """The checks the self-check stage judges (the others are recorded, never observed)."""
-    return [(exercise, [c for spec, c in zip(exercise.checks, checks) if judged_now(spec, STAGE)])
-            for exercise, checks in checks_plan]
 
 
 class EachJobItsShare:
@@ -100,7 +92,7 @@ def grade_notebook(path: str | Path, *, assignment: str | None = None, timeout: 
     limits = loaded.spec.limits
     seed = secrets.randbelow(2**31) if seed is None else seed
     checks_plan = plan(loaded, seed, stage=STAGE)
-    now = checked_now(checks_plan)
+    now = judged(checks_plan, STAGE)  # the others are recorded, never observed
     probe_timeout = timeout or limits.probe_timeout_s
     verifier = LocalVerifier()
     try:
@@ -118,21 +110,6 @@ def grade_notebook(path: str | Path, *, assignment: str | None = None, timeout: 
         seen = Seen(observations=observations, runs=verifying.result())
     finally:
         verifier.close()
-    exercises, problems = attribute(judge(checks_plan, seen, stage=STAGE), submission.cells, process.problems)
-    score, max_score = total(exercises)
-    return Report(
-        assignment=loaded.spec.id,
-        submission=SubmissionRef(path=submission.path, sha256=submission.sha256, kind=submission.kind),
-        student=student,
-        status="graded",
-        score=score,
-        max_score=max_score,
-        exercises=exercises,
-        seed=seed,
-        duration_s=round(time.monotonic() - started, 3),
-        environment=pack_environment(),
-        cell_problems=problems,
-        cell_problems_omitted=process.problems_omitted,
-        isolation=UNSANDBOXED,
-        programs=programs(now, seen),
-    )
+    return graded_report(checks_plan, seen, submission, assignment=loaded.spec.id, problems=process.problems,
+                         problems_omitted=process.problems_omitted, student=student, seed=seed, started=started,
+                         environment=pack_environment(), isolation=UNSANDBOXED, stage=STAGE)

@@ -8,7 +8,7 @@ id, value: its package); the package's root has `grade(argv) -> int`, that pack'
 and `check(exercise, ...)`, its self-check. Every pack installs the same `grade` command: whichever
 pack's script pip wrote last, it reads which assignment the notebook is for as the instructor's
 `grade` does (`-a`, the notebook's `grader.assignment`, its file name, the only one there is),
-among the packs installed (`grader.assignment_choice.choose_pack`), and runs that pack's `grade`
+among the packs installed (`grader.assignment.choice.choose_pack`), and runs that pack's `grade`
 (`grade_of`). A notebook of an
 assignment no pack here holds is one sentence that says which pack to install (`PackMissing`).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 from grader import assignment as assignments
-from grader.assignment_choice import ASSIGNMENT_ID, PackMissing, choose_pack
+from grader.assignment.choice import ASSIGNMENT_ID, PackMissing, choose_pack
 from grader.errors import GraderError
 from grader.submission import pack_distribution, pack_package
 

@@ -49,19 +49,20 @@ def adjust(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
         raise UsageError("--points must be a non-zero number")
     if not args.reason.strip():
         raise UsageError("--reason must say why")
+    from grader.term.remove import not_there, same_student
+
     with Gradebook(_book(args.outdir)) as book:
         students = book.students()
+        args.student = same_student(args.student, students) or args.student  # NFD from a macOS name
         reports = book.reports() if args.student in students else {}
+        removals = book.removals()
     if args.student in reports and abs(args.points) > reports[args.student].max_score:
         raise UsageError(f"--points {args.points:g} is more than the assignment's "
                          f"{reports[args.student].max_score:g} points: an adjustment changes a grade, it "
                          "does not replace the assignment")
-    if args.student not in students:
-        import difflib
-
-        close = difflib.get_close_matches(args.student, students, n=1)
-        raise UsageError(f"no student {args.student!r} in {args.outdir}"
-                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if args.student not in students:  # the near name as --only and grade remove find it
+        raise UsageError(not_there(args.student, students, removals, args.outdir,
+                                   then="grade their file again to bring them back, then adjust"))
     adjustment = Adjustment(points=args.points, reason=args.reason.strip()[:500],
                             by=(args.by or os.environ.get("GRADER_USER") or getpass.getuser())[:100],
                             at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -110,16 +111,26 @@ def export(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:
                             canvas_roster=str(args.canvas.resolve()) if args.canvas else None,
                             canvas_column=args.canvas_column, moodle=args.moodle)
     rebuilt = update(args.outdir, wanted)
-    if rebuilt.warnings:
-        raise UsageError(rebuilt.warnings[0])
+    # each export says its own outcome, the ones written and the ones that failed alike
     if rebuilt.canvas is not None:
         for line in rebuilt.canvas.describe():
             print(line.replace(str(folder.staging), str(args.outdir)))
-    shown = [folder.summary_csv, folder.class_page] + ([folder.gradescope] if args.gradescope else []) \
-        + ([folder.canvas_csv] if args.canvas else []) + ([folder.moodle_csv] if args.moodle else [])
+    exports = {names.GRADESCOPE: folder.gradescope, names.CANVAS_CSV: folder.canvas_csv,
+               names.MOODLE_CSV: folder.moodle_csv}  # asked now or kept by the batch
+    shown = [folder.summary_csv, folder.class_page] + [path for name, path in exports.items()
+                                                       if name in rebuilt.written]
     for path in shown:
         print(terminal(path, PATH_LIMIT))
-    return _unmatched(rebuilt.canvas)
+    for warning in rebuilt.warnings:
+        print(f"grade: {terminal(warning)}", file=sys.stderr)
+    unmatched = _unmatched(rebuilt.canvas)
+    return EXPORT_FAILED_EXIT if rebuilt.warnings else unmatched
+
+
+EXPORT_FAILED_EXIT = 2
+"""`grade export` when an export asked for could not be written (a column Canvas does not import,
+ids Moodle cannot match): its sentence says why, after every other export's outcome (those are
+written); the failed one leaves OUT's earlier file as it was and is not kept for later rebuilds."""
 
 
 UNMATCHED_EXIT = 4

@@ -48,6 +48,7 @@ the Canvas file (only numbers), and `write_moodle` writes them through `inert.cs
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -142,6 +143,10 @@ class CanvasFill(_Model):
                                   description="students whose report is an error: no score written for them")
     late: list[str] = Field(default_factory=list, description=(
         "students whose file the LMS marked late (Canvas's LATE): listed, their score is not changed for it"))
+    late_policy: bool = Field(default=False, description=(
+        "OUT/late.toml is in force: it takes points off by the submission times, whatever the LMS's mark"))
+    late_penalized: list[str] = Field(default_factory=list, description=(
+        "of `late`, those the late policy took points off"))
 
     @property
     def graded_unmatched(self) -> list[UnmatchedStudent]:
@@ -164,9 +169,13 @@ class CanvasFill(_Model):
         if self.not_graded:
             lines.append(f"{len(self.not_graded)} could not be graded, nothing written: "
                          + _names(self.not_graded))
-        if self.late:
+        if self.late and self.late_policy:
+            lines.append(f"{len(self.late)} marked late by the LMS (OUT/late.toml takes points off by the "
+                         f"submission times, not by this mark: {len(self.late_penalized)} of them lost "
+                         "points): " + _names(self.late))
+        elif self.late:
             lines.append(f"{len(self.late)} marked late by the LMS (no points taken off here; Canvas's late "
-                         "policy or OUT/late.toml does that): " + _names(self.late))
+                         "policy, or an OUT/late.toml, does that): " + _names(self.late))
         for reason in ("no report", "excused", "not assigned", "several students match"):
             names = [r.name for r in self.not_filled if r.reason == reason]
             if names:
@@ -378,6 +387,33 @@ def _quoted(items: list[str]) -> str:
     return ", ".join(repr(s) for s in items) or "none"
 
 
+def canvas_roster(path: Path) -> frozenset[str]:
+    """A Canvas gradebook export's user ids (its `ID` cells): what decides whose a download's file
+    is when its name reads several ways (lms_names.read)."""
+    layout = _canvas_layout(_read_sheet(path), path)
+    return frozenset(row.user_id for row in layout.students if row.user_id)
+
+
+def stored_canvas_roster(out_dir: Path) -> frozenset[str] | None:
+    """The Canvas export a batch keeps (`grade export OUT --canvas`), read, or None: no batch in
+    OUT yet, no export kept, or one that cannot be read any more (its names then decide nothing)."""
+    import sqlite3
+
+    from grader.outputs import names
+    from grader.outputs.gradebook import ExportSettings
+
+    book = names.OutputFolder(out_dir).gradebook
+    if not book.is_file():
+        return None
+    try:  # read only, before the batch takes OUT's lock: nothing is written here
+        with contextlib.closing(sqlite3.connect(f"{book.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT value FROM settings WHERE name = 'exports'").fetchone()
+        roster = ExportSettings.model_validate_json(row[0]).canvas_roster if row else None
+        return canvas_roster(Path(roster)) if roster else None
+    except (UsageError, OSError, ValueError, sqlite3.Error):
+        return None
+
+
 # ----------------------------------------------------------------------------- numbers
 
 
@@ -560,7 +596,7 @@ def _plan(sheet: _Sheet, layout: _Layout, target: int, reports: dict[str, Report
 
 
 def fill_canvas(roster: Path, reports: dict[str, Report], out: Path, *,
-                column: str | None = None) -> CanvasFill:
+                column: str | None = None, late_policy: bool = False) -> CanvasFill:
     """Write OUT: the Canvas export ROSTER with the assignment's column filled with `report.final`.
 
     Which column: `column` (whole header, title, or numeric id), else the one assignment column
@@ -579,6 +615,8 @@ def fill_canvas(roster: Path, reports: dict[str, Report], out: Path, *,
     a failure to grade is not a 0), cells Canvas marks EX or N/A, ambiguous matches; students of
     the batch that match no row are listed too. Every other byte of ROSTER is kept (BOM, `,` or
     `;`, line endings, quoting, row order). OUT is written atomically and may not be ROSTER.
+    `late_policy`: OUT/late.toml is in force (the students the LMS marked late are listed with
+    whether it took points off them).
     """
     if out.resolve() == roster.resolve():
         raise UsageError(f"{out} is the Canvas export itself: write the filled copy elsewhere")
@@ -595,13 +633,16 @@ def fill_canvas(roster: Path, reports: dict[str, Report], out: Path, *,
     identities = {student: lms_names.of_report(report) for student, report in reports.items()}
     matched, shared, unmatched = _match(sorted(reports), identities, layout.students)
     plan = _plan(sheet, layout, target, reports, matched, shared, scaling)
+    late = sorted(s for s, lms in identities.items() if lms is not None and lms.late)
     write_atomic(out, sheet.render(plan.cells))  # Canvas never gets half a file
     return CanvasFill(out=out, column=layout.header[target], assignment=assignment, points_possible=points,
                       scaling=scaling, matched=len(set(matched.values())), filled=len(plan.cells),
                       replaced=sorted(plan.replaced), unmatched=sorted(unmatched, key=lambda u: u.student),
                       not_filled=plan.not_filled,
                       not_graded=sorted(s for s, r in reports.items() if r.status != "graded"),
-                      late=sorted(s for s, lms in identities.items() if lms is not None and lms.late))
+                      late=late, late_policy=late_policy,
+                      late_penalized=[s for s in late if (penalty := reports[s].late) is not None
+                                      and penalty.points])
 
 
 # ----------------------------------------------------------------------------- Moodle

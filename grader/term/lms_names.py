@@ -30,6 +30,17 @@ student's files, beside `submission_metadata.yml` (Ruby's YAML, symbol keys): pe
 "submission_metadata.yml" readers in gradescope-utils' users' repositories). It carries no late flag
 either; `:created_at:` is kept as the submission time.
 
+A name can read more than one way. Canvas keeps `_` and digits in a name (they are word
+characters), so a student who calls herself `alice_10001` has files named
+`alice_10001_20002_6661_ch2-jit.ipynb`, which also reads as user 10001's (alice's) file
+`20002_6661_ch2-jit.ipynb`; a Moodle name, or a Moodle file's uploaded name, can hold another
+student's `_<id>_assignsubmission_file_`; an older Canvas name without a name part can read as a
+Moodle one. `readings` lists every way a name reads and `read` decides: one reading is the
+student's; of several, the one whose user id alone is in the batch's Canvas export (`CanvasRoster`),
+else none: the name is `Ambiguous`, and the batch gives that file an error report under its own
+name instead of giving it to anyone. (A student who named herself so is in the export too: her
+file is then no one's, and alice's own file, which reads one way, stays alice's.)
+
 A student's id in a batch is the LMS's own prefix less what changes between two downloads (the
 late mark, the attachment id, the file name): `garcíajosé_10002`, `Anna Müller_1234567`, or
 Gradescope's e-mail address (else its student id, else `submission_<id>`), in Unicode NFC so a
@@ -43,6 +54,8 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -59,12 +72,10 @@ digits or more, and a name such as `hw_1_2_x.ipynb` is not taken for Canvas's.""
 
 _CANVAS_ANONYMOUS = re.compile(
     r"(?:(?P<late>late|LATE)_)?anon_(?P<anon>[A-Za-z0-9]+)_(?P<attachment>\d+)_(?P<file>.+)", re.DOTALL)
-_MOODLE_FILE = re.compile(
-    r"(?P<name>[^_]+)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.+)", re.DOTALL)
-_MOODLE_FOLDER = re.compile(r"(?P<name>[^_]+)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_")
+_MOODLE_MARK = re.compile(r"_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_")
 _GRADESCOPE_FOLDER = re.compile(r"submission_(?P<id>\d+)")
 _DIGITS = re.compile(r"[0-9]+")
-_CANVAS_NAME = re.compile(r"[^\W_]*")
+_CANVAS_NAME = re.compile(r"\w*")  # word characters, `_` and digits included (Canvas removes only \W)
 
 
 def _nfc(text: str) -> str:
@@ -74,43 +85,140 @@ def _nfc(text: str) -> str:
 # ----------------------------------------------------------------------------- names
 
 
-def canvas(name: str) -> LmsSubmission | None:
-    """Canvas's `garcíajosé_LATE_10002_5551_ch2-jit-1.ipynb`."""
+def canvas_readings(name: str) -> list[LmsSubmission]:
+    """Every way `name` reads as Canvas's `garcíajosé_LATE_10002_5551_ch2-jit-1.ipynb`: at each pair
+    of all-digit pieces (Canvas's own reader takes the first), what comes before is the name (and
+    the late mark), lower-case word characters, `_` and digits included, as Canvas writes it."""
     name = _nfc(name)
     anonymous = _CANVAS_ANONYMOUS.fullmatch(name)
     if anonymous:
-        return LmsSubmission(lms="canvas", anonymous=True, user_id=None, name=f"anon_{anonymous['anon']}",
-                             submission_id=anonymous["attachment"], file_name=anonymous["file"],
-                             late=anonymous["late"] is not None)
+        return [LmsSubmission(lms="canvas", anonymous=True, user_id=None, name=f"anon_{anonymous['anon']}",
+                              submission_id=anonymous["attachment"], file_name=anonymous["file"],
+                              late=anonymous["late"] is not None)]
     parts = name.split("_")
-    for i in range(len(parts) - 2):  # Canvas's own rule: the first two all-digit pieces
-        if _DIGITS.fullmatch(parts[i]) and _DIGITS.fullmatch(parts[i + 1]):
-            break
-    else:
-        return None
-    prefix, user, attachment, file_name = parts[:i], parts[i], parts[i + 1], "_".join(parts[i + 2:])
-    if len(attachment) < MIN_ATTACHMENT_DIGITS:
-        return None  # `hw_1_2_x.ipynb` is a name someone chose, not Canvas's
-    late = bool(prefix) and prefix[-1] in ("LATE", "late")
-    if late:
-        prefix = prefix[:-1]
-    if len(prefix) > 1 or not file_name:
-        return None
-    student = prefix[0] if prefix else ""
-    if not _CANVAS_NAME.fullmatch(student) or student != student.lower():
-        return None  # Canvas writes the name lower-cased, of word characters only
-    return LmsSubmission(lms="canvas", user_id=user, name=student or None, submission_id=attachment,
-                         file_name=file_name, late=late)
+    found = []
+    for i in range(len(parts) - 2):
+        if not (_DIGITS.fullmatch(parts[i]) and _DIGITS.fullmatch(parts[i + 1])):
+            continue
+        prefix, user, attachment, file_name = parts[:i], parts[i], parts[i + 1], "_".join(parts[i + 2:])
+        if len(attachment) < MIN_ATTACHMENT_DIGITS or not file_name:
+            continue  # `hw_1_2_x.ipynb` is a name someone chose, not Canvas's
+        late = bool(prefix) and prefix[-1] in ("LATE", "late")
+        if late:
+            prefix = prefix[:-1]
+        student = "_".join(prefix)
+        if not _CANVAS_NAME.fullmatch(student) or student != student.lower() \
+                or (prefix and not all(prefix)):
+            continue  # Canvas writes the name lower-cased, of word characters only
+        found.append(LmsSubmission(lms="canvas", user_id=user, name=student or None, submission_id=attachment,
+                                   file_name=file_name, late=late))
+    return found
+
+
+def moodle_readings(name: str, *, folder: bool) -> list[LmsSubmission]:
+    """Every way `name` reads as a Moodle download's file
+    `Anna Müller_1234567_assignsubmission_file_ch2-jit.ipynb` or folder
+    `Anna Müller_1234567_assignsubmission_file_`: at each `_<id>_assignsubmission_<plugin>_` (Moodle
+    writes a full name's `_` as spaces, but an uploaded file's name keeps them)."""
+    name = _nfc(name)
+    found = []
+    for mark in _MOODLE_MARK.finditer(name):
+        student, rest = name[:mark.start()], name[mark.end():]
+        if not student.strip() or (folder and rest) or (not folder and not rest):
+            continue
+        found.append(LmsSubmission(lms="moodle", user_id=mark["id"], name=student, late=None,
+                                   file_name=None if folder else rest))
+    return found
+
+
+def _one(readings: list[LmsSubmission]) -> LmsSubmission | None:
+    return readings[0] if len(readings) == 1 else None
+
+
+def canvas(name: str) -> LmsSubmission | None:
+    """Canvas's `garcíajosé_LATE_10002_5551_ch2-jit-1.ipynb`, if it reads one way only."""
+    return _one(canvas_readings(name))
 
 
 def moodle(name: str, *, folder: bool) -> LmsSubmission | None:
-    """A Moodle download's file `Anna Müller_1234567_assignsubmission_file_ch2-jit.ipynb`, or its
-    folder `Anna Müller_1234567_assignsubmission_file_`."""
-    m = (_MOODLE_FOLDER if folder else _MOODLE_FILE).fullmatch(_nfc(name))
-    if m is None or not m["name"].strip():
-        return None
-    return LmsSubmission(lms="moodle", user_id=m["id"], name=m["name"], late=None,
-                         file_name=None if folder else m["file"])
+    """A Moodle download's file or folder name, if it reads one way only."""
+    return _one(moodle_readings(name, folder=folder))
+
+
+CanvasRoster = Collection[str]
+"""The Canvas user ids (the `ID` cells) of a Canvas gradebook export (grader/term/lms.py
+`canvas_roster`): what decides between the readings of a Canvas download's name."""
+
+
+def _confirmed(found: LmsSubmission, roster: CanvasRoster) -> bool:
+    """The roster has a row with this Canvas reading's user id. Only the id: a name compared with
+    the roster's would rest on how Canvas spells names, and a name spelled otherwise would leave
+    the one reading that is not the student's."""
+    return found.lms == "canvas" and not found.anonymous and bool(found.user_id) and found.user_id in roster
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    """A name that reads as several students' in an LMS's download. `chosen`: the one reading whose
+    user id the batch's Canvas export holds (the file is that student's, unless that student has a
+    file whose name reads one way: batch/discovery.py); None: nothing decided."""
+
+    readings: tuple[LmsSubmission, ...]
+    roster: bool  # a Canvas export was there to decide
+    chosen: LmsSubmission | None = None
+
+    def reason(self) -> str:
+        """Why its file is no one's, for its error report (the ids are the student's text)."""
+        ids = " or ".join(f"{student_id(r)} ({_lms_title(r)})" for r in self.readings)
+        if self.chosen is not None:
+            decided = (f"the Canvas export holds the user id of {student_id(self.chosen)} alone, who has "
+                       "a file whose name reads one way; rename it to its student's id (a student added to "
+                       "Canvas since: export it again)")
+        elif not any(r.lms == "canvas" and r.user_id for r in self.readings):
+            decided = "rename it to its student's id"
+        elif self.roster:
+            decided = ("the batch's Canvas export holds the user id of none of them alone; rename it to its "
+                       "student's id")
+        else:
+            decided = ("give the batch the Canvas export to decide (grade export OUT --canvas EXPORT.csv, "
+                       "then grade again), or rename it to its student's id")
+        return (f"its name reads as {len(self.readings)} students' in the LMS's download ({ids}), so it is "
+                f"given to none of them: {decided}")
+
+
+def _lms_title(found: LmsSubmission) -> str:
+    if found.lms == "canvas":
+        return f"Canvas user {found.user_id}" if found.user_id else "Canvas"
+    title = found.lms.capitalize()
+    return f"{title} participant {found.user_id}" if found.user_id else title
+
+
+def readings(name: str, *, folder: bool,
+             metadata: dict[str, LmsSubmission] | None = None) -> list[LmsSubmission]:
+    """Every way an entry of a download reads: a file's name as Canvas's or Moodle's, a folder's as
+    Gradescope's (with its metadata), Moodle's or Canvas's (a Canvas zip unzipped into folders)."""
+    if folder:
+        gradescope = gradescope_folder(name, metadata)
+        if gradescope is not None:
+            return [gradescope]
+        return moodle_readings(name, folder=True) + canvas_readings(name)
+    return canvas_readings(name) + moodle_readings(name, folder=False)
+
+
+def decide(found: list[LmsSubmission],
+           roster: CanvasRoster | None = None) -> LmsSubmission | Ambiguous | None:
+    """One reading: the student's; none: None; several: `Ambiguous`, with the roster's choice if it
+    confirms exactly one (never the first reading, as Canvas's own reader takes it)."""
+    if len(found) <= 1:
+        return _one(found)
+    confirmed = [r for r in found if _confirmed(r, roster)] if roster else []
+    return Ambiguous(tuple(found), roster=bool(roster), chosen=confirmed[0] if len(confirmed) == 1 else None)
+
+
+def read(name: str, *, folder: bool, metadata: dict[str, LmsSubmission] | None = None,
+         roster: CanvasRoster | None = None) -> LmsSubmission | Ambiguous | None:
+    """Whose an entry of a download is (`readings`, `decide`)."""
+    return decide(readings(name, folder=folder, metadata=metadata), roster)
 
 
 def gradescope_folder(name: str, metadata: dict[str, LmsSubmission] | None) -> LmsSubmission | None:
@@ -258,18 +366,16 @@ def _metadata_beside(folder: Path) -> dict[str, LmsSubmission] | None:
 # ----------------------------------------------------------------------------- a report's submission
 
 
-def _candidates(path: Path) -> list[tuple[str, LmsSubmission | None]]:
-    """(the name discovery would have taken the student from, what the LMS says of it), file first."""
-    found: list[tuple[str, LmsSubmission | None]] = []
+def _candidates(path: Path) -> list[tuple[str, list[LmsSubmission]]]:
+    """(the name discovery would have taken the student from, every way the LMS reads it), file first."""
+    found: list[tuple[str, list[LmsSubmission]]] = []
     folder = path
     if path.suffix.lower() in SUFFIXES:
-        found.append((path.stem, canvas(path.name) or moodle(path.name, folder=False)))
+        found.append((path.stem, readings(path.name, folder=False)))
         folder = path.parent
     if folder.name:
-        if _GRADESCOPE_FOLDER.fullmatch(folder.name):
-            found.append((folder.name, gradescope_folder(folder.name, _metadata_beside(folder))))
-        else:
-            found.append((folder.name, moodle(folder.name, folder=True) or canvas(folder.name)))
+        metadata = _metadata_beside(folder) if _GRADESCOPE_FOLDER.fullmatch(folder.name) else None
+        found.append((folder.name, readings(folder.name, folder=True, metadata=metadata)))
     return found
 
 
@@ -277,10 +383,19 @@ def identify(path: str | os.PathLike[str], student: str | None = None) -> LmsSub
     """What the LMS's download says of the submission at `path` (its file's name: Canvas, Moodle
     without folders; its folder's: Moodle, Gradescope, a Canvas zip unzipped), or None. With
     `student`, only when that is the id discovery gives it (or gave before it read LMS names):
-    `--student` or a file outside its LMS folder is not guessed at."""
+    `--student` or a file outside its LMS folder is not guessed at; of a name that reads several
+    ways, the reading discovery chose (with the roster) for that student. Without, a name that
+    reads one way only."""
     for raw, found in _candidates(Path(path)):
-        if found is not None and (student is None or _nfc(student) in (student_id(found), _nfc(raw))):
-            return found
+        if student is None:
+            if len(found) == 1:
+                return found[0]
+            continue
+        chosen = [r for r in found if _nfc(student) == student_id(r)]
+        if len(chosen) == 1:
+            return chosen[0]
+        if len(found) == 1 and _nfc(student) == _nfc(raw):
+            return found[0]
     return None
 
 

@@ -44,7 +44,7 @@ class ReferencePrograms(BaseModel):
 
 def cache_file(assignment: Assignment, solution: Path) -> Path:
     """Where this reference's fingerprints are kept (a new key whenever what makes them changes)."""
-    from grader.assignment_digest import assignment_digest
+    from grader.assignment.digest import assignment_digest
     from grader.kernel import INSIDE as KERNEL_INSIDE
     from grader.verifier import INSIDE as VERIFIER_INSIDE
 

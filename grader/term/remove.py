@@ -16,6 +16,7 @@ import difflib
 import getpass
 import os
 import sys
+import unicodedata
 from pathlib import Path
 
 from grader.errors import UsageError
@@ -39,21 +40,60 @@ def remove_students(out_dir: Path, removals: list[Removal]) -> Rebuilt:
         students, before = gradebook.students(), gradebook.removals()
         for removal in removals:
             if removal.student not in students:
-                raise UsageError(_not_there(removal.student, students, before, out_dir))
+                raise UsageError(not_there(removal.student, students, before, out_dir))
         for removal in removals:
             gradebook.remove(removal)
 
     return update(out_dir, change=change)
 
 
-def _not_there(student: str, students: list[str], before: list[Removal], out_dir: Path) -> str:
+def _fold(text: str) -> str:
+    """A student id as a person types it: no case, no accents, letters and digits only."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if c.isalnum() and not unicodedata.combining(c))
+
+
+def same_student(student: str, students: list[str]) -> str | None:
+    """The id of `students` that `student` is, written in another Unicode form (a name copied from
+    a macOS file name is NFD, the gradebook's NFC)."""
+    found = [s for s in students if unicodedata.normalize("NFC", s) == unicodedata.normalize("NFC", student)]
+    return found[0] if len(found) == 1 else None
+
+
+def closest(student: str, students: list[str]) -> str | None:
+    """The id nearest to one that is not a student's, for "did you mean": the same letters and
+    digits but for case and accents; else an id holding what was typed, or held in it (`alice` for
+    Canvas's `doealice_10001`, `alice@uni.edu`); else the closest by difflib, on those forms. One
+    rule for `grade adjust`, `grade remove` and `--only`."""
+    want = _fold(student)
+    if not want:
+        return None
+    folded = {s: _fold(s) for s in students}
+
+    def best(pool: list[str]) -> str:
+        return min(pool, key=lambda s: (-difflib.SequenceMatcher(None, want, folded[s]).ratio(), s))
+
+    same = [s for s, f in folded.items() if f == want]
+    if same:
+        return best(same)
+    holding = [s for s, f in folded.items() if len(want) >= 3 and len(f) >= 3 and (want in f or f in want)]
+    if holding:
+        return best(holding)
+    near = difflib.get_close_matches(want, sorted(set(folded.values())), n=1)
+    return best([s for s, f in folded.items() if f == near[0]]) if near else None
+
+
+def not_there(student: str, students: list[str], before: list[Removal], out_dir: Path,
+              then: str = "there is nothing left to remove") -> str:
+    """The sentence for an id that is no student of the batch: the removal on record (and `then`),
+    or the closest id."""
     earlier = [r for r in before if r.student == student]
     if earlier:
         last = earlier[-1]
         return (f"{student!r} was removed from {out_dir} on {last.removed_at[:10]} by {last.by}"
-                + (f" ({last.reason})" if last.reason else "") + ": there is nothing left to remove")
-    close = difflib.get_close_matches(student, students, n=1)
-    return f"no student {student!r} in {out_dir}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                + (f" ({last.reason})" if last.reason else "") + f": {then}")
+    close = closest(student, students)
+    return f"no student {student!r} in {out_dir}" + (f" (did you mean {close!r}?)" if close else "")
 
 
 def remove(parser: type[argparse.ArgumentParser], argv: list[str]) -> int:

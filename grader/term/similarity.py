@@ -3,7 +3,8 @@ an exercise are identical or nearly so. A lead for the instructor to read, never
 
 Each report carries, for the instructor only, one `ProgramFingerprint` per exported function
 (grader/verifier/inside/fingerprint.py made it in the verifier: locations, names and the constants'
-order stripped, so renaming, reformatting and re-commenting leave it as it was). Per exercise:
+order stripped, operations that change nothing folded, so renaming, reformatting, re-commenting and
+`+ 0.0` or `* 1.0` after most operations leave it as it was). Per exercise:
 
 - a student's program is all the exercise's functions together; students with no fingerprint
   for the exercise (not answered, not traceable, not graded) are left out;
@@ -44,7 +45,9 @@ from grader.verifier.inside.fingerprint import MAX_SHINGLES
 
 DEFAULT_THRESHOLD = 0.7
 """Measured on ch2-jit (tests/test_similarity.py holds the programs): renamed and reformatted
-copies are identical (1.0); the reference with one op tweaked or one step added keeps 0.83-0.93;
+copies are identical (1.0), and so is a copy with no-op operations inserted (`x + 0.0`, `x * 1.0`,
+`x / 1.0` after most operations: folded by the fingerprint; unfolded, they left it at 0.15-0.48);
+the reference with one op tweaked or one step added keeps 0.83-0.93;
 independently written correct answers share 0.02-0.31 (Newton loops are alike by nature). The
 course's programs are small (20-50 distinct 4-grams), so one changed op costs about 0.25: 0.7
 catches a copy with one edit and leaves twice the widest gap seen between independent work.

@@ -18,8 +18,14 @@ gives it "crashed"; a line that fails a check gives it "crashed" too. A result i
 the process that sent it has answered a ping after it (`Verifier._confirm`): a module that
 damaged the verifier's memory may have it write values (whatever the memory held) and die
 afterwards, and those values must never reach a student. In each case the process is
-killed and a fresh one (a fresh sandbox) does the next job, at most `max_restarts` times per
-verifier, after which the remaining jobs are not run ("crashed", saying so).
+killed and a fresh one (a fresh sandbox) does the next job. The budget of those restarts is per
+student function (`VerifierJob.functions`, the functions whose program a job's module is): the
+jobs of one function may kill `max_restarts` + 1 verifiers, after which that function's
+remaining jobs are not run ("crashed", saying so), while the other functions' jobs still run;
+memory bombs in one function no longer take the hidden checks of the functions that were right.
+A submission's verifier starts at most `max_starts` processes in all (each start is a boot or a
+fork): a bound on what a submission whose every function crashes can cost, which only one that
+uses up the budgets of several functions meets.
 
 Time: `run(jobs, timeout)` gives the jobs `timeout` seconds in all, not counting the verifier's
 boots. Each job's deadline is its share of what is left, (time left) / (jobs left), so a job
@@ -75,6 +81,9 @@ from grader.verifier.protocol import (
 RUNTIME = VERIFIER_INSIDE / "runtime.py"
 BOOT_TIMEOUT_S = 60.0
 MAX_RESTARTS = 5
+"""Verifiers one function's programs may kill beyond the first (crashes, hangs): 6 in all."""
+MAX_STARTS = 4 * (MAX_RESTARTS + 1)
+"""Verifier processes one submission may start in all: four functions' budgets."""
 DEFAULT_POLICY = SandboxPolicy()  # the kernels' limits
 PING_GRACE_S = 10.0
 """How long a verifier has to answer the ping after a result, at least (it only writes a line)."""
@@ -352,7 +361,7 @@ class Verifier:
     def __init__(self, sandbox: SandboxPolicy | None = DEFAULT_POLICY, *,
                  boot_timeout: float = BOOT_TIMEOUT_S, max_restarts: int = MAX_RESTARTS,
                  program: Sequence[str] | None = None, server: _Spawner | None = None,
-                 answers: _Answers | None = None):
+                 answers: _Answers | None = None, max_starts: int = MAX_STARTS):
         """`program` replaces the runtime by another command in the same sandbox (tests only:
         a verifier that misbehaves)."""
         self.policy = sandbox
@@ -360,8 +369,11 @@ class Verifier:
         self.server = server
         self.answers = answers
         self.boot_timeout = boot_timeout
-        self.max_restarts = max_restarts
+        self.max_restarts = max_restarts  # per function: see the module docstring
+        self.max_starts = max_starts
         self.restarts = 0  # processes started after the first
+        self.kills: dict[str, int] = {}  # verifiers each function's jobs killed ("": a job of no function)
+        self._last: list[str] = []  # the functions of the job the current process ran last
         self.boot_seconds: float | None = None  # launch to ready, of the latest process
         self.jax_version: str | None = None
         self._process: VerifierProcess | None = None
@@ -398,27 +410,56 @@ class Verifier:
         self.jax_version = self._process.jax_version
         return self
 
-    def _ready_process(self) -> VerifierProcess | None:
-        """A ready verifier, a fresh one if the last one died or spoke out of turn; None when
-        the restarts are used up."""
+    def _ready_process(self, job: VerifierJob) -> VerifierProcess | None:
+        """A ready verifier for `job`, a fresh one if the last one died or spoke out of turn (the
+        job it ran last is charged); None when the job's functions have used up their restarts,
+        or the submission its starts."""
         proc = self._process
         if proc is not None and (not proc.alive() or proc.lines.pending()):
+            self._charge(self._last)
             self._kill()
+        if self._spent(job):
+            return None
         if self._process is None:
-            if self._started > self.max_restarts:  # the first start and max_restarts more
+            if self._started >= self.max_starts:
                 return None
             if self._started > 0:
                 self.restarts += 1
             self._start()
         self.wait_ready()
+        self._last = list(job.functions)
         return self._process
 
-    def _used_up(self) -> str:
-        """Why a job is not run once the restarts are used up: this submission's own programs
-        crashed or hung the verifier that often, which its check's message then says."""
-        times = f"{self._started} time{'s' if self._started != 1 else ''}"
-        return (f"not run: this submission's earlier programs crashed or hung the verifier {times}, "
-                f"the most one submission may (a fresh verifier each time)")
+    @staticmethod
+    def _owners(functions: Sequence[str]) -> list[str]:
+        return list(functions) or [""]
+
+    def _charge(self, functions: Sequence[str]) -> None:
+        """A verifier killed by a job of these functions (it hung, died or misspoke)."""
+        for name in self._owners(functions):
+            self.kills[name] = self.kills.get(name, 0) + 1
+
+    def _spent(self, job: VerifierJob) -> bool:
+        """Whether every function the job's module belongs to has killed the first verifier and
+        `max_restarts` more: the module is theirs alone to answer for."""
+        return all(self.kills.get(name, 0) > self.max_restarts for name in self._owners(job.functions))
+
+    def _used_up(self, job: VerifierJob) -> str:
+        """Why a job is not run: its functions' own programs crashed or hung the verifier that
+        often (or the submission's did, in all), which its check's message then says."""
+        if not self._spent(job):
+            times = f"{self._started} time{'s' if self._started != 1 else ''}"
+            return (f"not run: this submission's programs crashed or hung the verifier {times}, the most one "
+                    "submission may (a fresh verifier each time)")
+        count = min(self.kills.get(name, 0) for name in self._owners(job.functions))
+        times = f"{count} time{'s' if count != 1 else ''}"
+        names = [name for name in job.functions if name]
+        if not names:
+            return (f"not run: this submission's earlier programs crashed or hung the verifier {times}, "
+                    "the most one submission may (a fresh verifier each time)")
+        whose = " and ".join(f"`{name}`" for name in names)
+        return (f"not run: the earlier programs of {whose} crashed or hung the verifier {times}, the most "
+                "one function's may (a fresh verifier each time)")
 
     def _kill(self) -> None:
         if self._process is not None:
@@ -442,15 +483,17 @@ class Verifier:
                     results[job.id] = answered
                     continue
                 waited = time.monotonic()
-                proc = self._ready_process()
+                proc = self._ready_process(job)
                 waited = time.monotonic() - waited
                 if proc is None:
-                    results[job.id] = VerifierResult(id=job.id, status="crashed", detail=self._used_up())
+                    results[job.id] = VerifierResult(id=job.id, status="crashed", detail=self._used_up(job))
                     continue
                 now = time.monotonic()
                 end = now + timeout if end is None else end + waited  # boots are not the jobs' time
                 share = max(0.0, end - now) / (len(jobs) - index)
                 results[job.id] = self._do(proc, job, share)
+                if self._process is None:  # the job killed it: a restart of its functions'
+                    self._charge(job.functions)
         except BaseException:
             self._kill()
             raise

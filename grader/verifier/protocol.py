@@ -87,6 +87,16 @@ class CaseFacts(_Wire):
     does_work: bool | None = Field(default=None, description=(
         "the module gives other values on the job's calls when this case always takes its first, or "
         "its last, branch (knockout.py); None: not asked or not measured"))
+    returned: bool = Field(default=False, description=(
+        "one of its results is what `main` returns, as it is (at most reshaped, converted or passed out of a "
+        "call): a case that does no work is then one whose every branch computes the same answer"))
+
+
+class Unfinished(_Wire):
+    """A knockout job that ended without the verifier's word (grader/judging/verification.py)."""
+
+    status: Literal["timeout", "crashed"]
+    detail: Text
 
 
 class Constructs(_Wire):
@@ -95,6 +105,9 @@ class Constructs(_Wire):
     loops: list[LoopFacts] = Field(default_factory=list, max_length=_runtime.constructs.MAX_REPORTED)
     cases: list[CaseFacts] = Field(default_factory=list, max_length=_runtime.constructs.MAX_REPORTED)
     unreadable: Text | None = None
+    unfinished: dict[Literal["loop", "case"], Unfinished] = Field(default_factory=dict, description=(
+        "the grader's, never the verifier's: the knockout job of that kind did not finish, and why; its "
+        "`does_work` stays None and the structure check that asked says so"))
 
 
 class ModuleFacts(_Wire):
@@ -133,6 +146,17 @@ class VerifierJob(_Wire):
         default_factory=list, max_length=MAX_CALLS)
     knockouts: list[Literal["loop", "case"]] = Field(default_factory=list, max_length=2, description=(
         "run the module again with each loop and case knocked out (knockout.py): does each do the work?"))
+    outputs: list[Annotated[list[ArrayValue], Field(max_length=MAX_OUTPUTS)]] | None = Field(
+        default=None, max_length=MAX_CALLS, description=(
+            "a knockout job: the module's own outputs for `calls` (a value job's answer), so that only the "
+            "knocked-out modules are compiled and run; its answer then holds no values"))
+    tolerance: tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]] = Field(
+        default=(0.0, 0.0), description=(
+            "(rtol, atol): a knocked-out module changes an output when an element differs from the module's "
+            "own by more than atol + rtol * |own| (the checks' tolerance: a change no check can see is none)"))
+    functions: list[Annotated[str, Field(max_length=MAX_ID)]] = Field(default_factory=list, max_length=64, description=(
+        "the grader's bookkeeping, never sent: the student functions whose program this module is; a "
+        "verifier the job kills counts against each one's restarts (client.Verifier)"))
 
 
 Values = list[Annotated[list[ArrayValue], Field(max_length=MAX_OUTPUTS)]]
@@ -207,10 +231,15 @@ def parse_result(line: bytes, job: VerifierJob) -> VerifierResult:
         raise BadAnswer(_short(f"{where}: {first.get('msg', 'invalid')}", 300)) from None
     if wire.id != job.id:
         raise BadAnswer("the answer of another job")
+    if wire.facts is not None and wire.facts.constructs is not None and wire.facts.constructs.unfinished:
+        raise BadAnswer("constructs marked unfinished (the grader's to say)")
     if wire.status == "ok":
         if wire.facts is None or wire.values is None:
             raise BadAnswer("an ok answer without facts or values")
-        if len(wire.values) != len(job.calls):
+        if job.outputs is not None:  # a knockout job: its facts only
+            if wire.values:
+                raise BadAnswer("values in the answer of a knockout job")
+        elif len(wire.values) != len(job.calls):
             raise BadAnswer(f"{len(wire.values)} lists of outputs for {len(job.calls)} calls")
         outs = wire.facts.out_avals
         for i, leaves in enumerate(wire.values, 1):
@@ -232,6 +261,9 @@ def job_line(job: VerifierJob) -> bytes:
             "calls": [[value.model_dump() for value in call] for call in job.calls]}
     if job.knockouts:
         line["knockouts"] = sorted(set(job.knockouts))
+        line["tolerance"] = list(job.tolerance)
+    if job.outputs is not None:
+        line["outputs"] = [[value.model_dump() for value in call] for call in job.outputs]
     return (json.dumps(line) + "\n").encode("utf-8")
 
 

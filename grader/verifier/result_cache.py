@@ -26,16 +26,25 @@ CACHED_STATUSES = ("ok", "refused")
 
 
 def job_key(job: VerifierJob) -> bytes:
-    """A digest of what the answer depends on: the module's bytes and every call's inputs."""
+    """A digest of what the answer depends on: the module's bytes, every call's inputs and, for a
+    knockout job, the outputs it is given and its tolerance (not `functions`: bookkeeping)."""
     digest = hashlib.sha256()
     digest.update(len(job.module).to_bytes(8, "little"))
     digest.update(job.module)
     digest.update(("knockouts:" + ",".join(sorted(set(job.knockouts))) + "\x00").encode())
+    if job.knockouts:
+        digest.update(f"tolerance:{job.tolerance[0]!r},{job.tolerance[1]!r}\x00".encode())
     for call in job.calls:
         digest.update(b"\x00call")
         for value in call:
             digest.update(value.model_dump_json().encode())
             digest.update(b"\x00")
+    if job.outputs is not None:
+        for call in job.outputs:
+            digest.update(b"\x00outputs")
+            for value in call:
+                digest.update(value.model_dump_json().encode())
+                digest.update(b"\x00")
     return digest.digest()
 
 

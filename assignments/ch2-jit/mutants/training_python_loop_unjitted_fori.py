@@ -1,4 +1,4 @@
-# fails: training.python_loop_calls_step
+# fails: training.python_loop_calls_step, training.python_loop_calls_step_hidden
 # train_python_loop is an un-jitted lax.fori_loop around step: the right values, but no Python loop
 # calling step num_steps times (fori_loop traces step once, whatever num_steps is).
 def train_python_loop(w, b, x, y, lr, num_steps):

@@ -241,6 +241,7 @@ def _raised(exc: BaseException) -> dict:
     frame = _cell_frame(exc)
     if frame is not None:
         raised["line"] = frame[1]
+        raised["file"] = _short(frame[0])
         function = _cell_function(exc)
         if function is not None:
             raised["function"] = _short(function)
@@ -379,10 +380,13 @@ class _CountedCalls:
                 self.originals.append((space, name, real))
                 space[name] = jit
 
+    perturb = False  # while set, what the counted function returns is changed (`_perturbed`)
+
     def _counting(self, original: Any) -> Any:
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            return _perturbed(result) if self.perturb else result
 
         self.wrappers[id(counted)] = original
 
@@ -403,6 +407,25 @@ class _CountedCalls:
         return min(count, MAX_COUNTED)
 
 
+def _perturbed(result: Any) -> Any:
+    """What a helper returned, every number moved by one (an array's elements too, traced ones
+    alike): a function that uses what its helper returns then returns something else."""
+    import jax
+
+    def moved(leaf: Any) -> Any:
+        if isinstance(leaf, bool) or getattr(getattr(leaf, "dtype", None), "kind", "") == "b":
+            return leaf
+        try:
+            return leaf + 1
+        except Exception:  # noqa: BLE001 - not a number: kept
+            return leaf
+
+    try:
+        return jax.tree_util.tree_map(moved, result)
+    except Exception:  # noqa: BLE001 - a result JAX cannot take apart: kept
+        return result
+
+
 def _sibling(name: str) -> Any:
     """A module beside this one, loaded fresh by path as this one is (never kept in
     `sys.modules`, where the student's code could reach it between cells)."""
@@ -416,32 +439,78 @@ def _sibling(name: str) -> Any:
     return module
 
 
+def _watched_on_the_host(state: Any, namespace: dict, fn: Any, args: tuple, kwargs: dict) -> list[str]:
+    """The call again with NumPy copies of its array arguments, watched: what a function changes
+    in a NumPy argument it was handed (`avg *= decay`) shows only then. What this call returns, or
+    raises (a jnp-only method on a NumPy array), is no part of any answer."""
+    host_args, host_kwargs = state.on_the_host(args), {k: state.on_the_host(v) for k, v in kwargs.items()}
+    before = state.snapshot(namespace, fn, host_args, host_kwargs)
+    try:
+        import jax
+
+        jax.block_until_ready(fn(*host_args, **host_kwargs))
+    except Exception:  # noqa: BLE001 - not this call's business: only what it changed
+        pass
+    return state.changes(before, state.snapshot(namespace, fn, host_args, host_kwargs))
+
+
+def _uses_what_it_returns(fn: Any, args: tuple, kwargs: dict, counted: Any, answer: dict) -> bool:
+    """Whether the function's answer changes when the counted helper's results are moved
+    (`_perturbed`): a loop that calls `step` and throws its results away, doing the work some
+    other way, answers the same. JAX's caches are cleared before and after, so no trace made
+    with the moved helper outlives this call."""
+    import jax
+
+    counted.perturb = True
+    try:
+        jax.clear_caches()
+        moved = encode(jax.block_until_ready(fn(*args, **kwargs)))
+    except Exception:  # noqa: BLE001 - moved results it cannot take (a NaN check, a shape): it reads them
+        return True
+    finally:
+        counted.perturb = False
+        counted.take()
+        jax.clear_caches()
+    return moved != answer
+
+
 def op_call(request: dict, namespace: dict) -> dict:
-    """Call the function on each call in turn. With `count_calls` or `watch`, JAX's caches are
-    cleared before each call, so that a jitted function traces again and what its Python does
-    while tracing (the helpers it calls, the globals it changes) happens during this call; with
-    `watch`, what changed outside the function is reported (`state.py`)."""
+    """Call the function on each call in turn. With `watch`, JAX's caches are cleared before each
+    call, so that a jitted function traces again and what its Python does while tracing (the
+    globals it changes) happens during this call, and what changed outside the function is
+    reported (`state.py`). With `count_calls`, a call that made no call of the helper is made
+    again on cleared caches: a jitted function whose trace an earlier cell left in the cache calls
+    its helpers only when it traces (a Python loop around a jitted step counts without that)."""
     import jax
 
     fn = _resolve(namespace, request["target"])
     calls = _calls(request)
-    fresh = request.get("count_calls") is not None or request.get("watch")
+    counting = request.get("count_calls") is not None
     state = _sibling("state") if request.get("watch") else None
     overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
     saved = {k: namespace[k] for k in overrides if k in namespace}
     namespace.update(overrides)
-    values, counts, mutated = [], [], []
+    values, counts, mutated, uses = [], [], [], []
     held = _JaxLogsHeld() if state else contextlib.nullcontext()
     try:
         with jax.disable_jit(False), held, _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
             for args, kwargs in calls:
-                if fresh:
+                if state:
                     jax.clear_caches()
                 before = state.snapshot(namespace, fn, args, kwargs) if state else None
                 values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
-                counts.append(counted.take())
+                count = counted.take()
+                if counting and count == 0:  # perhaps a cached trace: once more, tracing again
+                    jax.clear_caches()
+                    jax.block_until_ready(fn(*args, **kwargs))
+                    count = counted.take()
+                counts.append(count)
+                if request.get("perturb") and counting:
+                    uses.append(count > 0 and _uses_what_it_returns(fn, args, kwargs, counted, values[-1]))
                 if state:
                     changed = state.changes(before, state.snapshot(namespace, fn, args, kwargs))
+                    mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
+                    changed = _watched_on_the_host(state, namespace, fn, args, kwargs)
                     mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
     finally:
         for k in overrides:
@@ -450,6 +519,8 @@ def op_call(request: dict, namespace: dict) -> dict:
     result = {"op": "call", "values": values}
     if request.get("count_calls") is not None:
         result["counts"] = counts
+    if request.get("perturb") and counting:
+        result["uses"] = uses
     if state:
         result["mutated"] = [_short(m) for m in mutated]
     return result

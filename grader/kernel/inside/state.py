@@ -7,7 +7,8 @@ library and NumPy. It never judges: it reports what changed ("global `losses` (a
 A snapshot is a fingerprint of what the student's code can reach and change: every global of the
 notebook's namespace (bound, rebound, or a list, dict, set, NumPy array or plain object mutated in
 place), the variables of the enclosing functions the called function closes over, its own
-attributes, the call's arguments, and NumPy's and Python's global random state. Modules, classes
+attributes and its parameters' default values (`def f(x, seen=[])`), the call's arguments, and
+NumPy's and Python's global random state. Modules, classes
 and functions are compared by identity only (their caches are JAX's, not the student's state), and
 JAX arrays are immutable. Every fingerprint is bounded: containers are read a few levels deep and
 their first items only, large arrays by a sample of their bytes, so a watch costs the same on any
@@ -145,6 +146,19 @@ def _closure(fn: Any) -> list[tuple[str, Any]]:
     return cells
 
 
+def _defaults(fn: Any) -> list[tuple[str, Any]]:
+    """The default values of its parameters (`def f(x, seen=[])`: a list every call shares)."""
+    found = []
+    for layer in _chain(fn):
+        code = getattr(layer, "__code__", None)
+        defaults = getattr(layer, "__defaults__", None) or ()
+        if code is not None and defaults:
+            names = code.co_varnames[: code.co_argcount][-len(defaults):]
+            found += list(zip(names, defaults))
+        found += list((getattr(layer, "__kwdefaults__", None) or {}).items())
+    return found
+
+
 def _own_attributes(fn: Any) -> list[tuple[str, Any]]:
     """The attributes the student may keep on the plain function (`f.calls += 1`)."""
     found = []
@@ -152,6 +166,19 @@ def _own_attributes(fn: Any) -> list[tuple[str, Any]]:
         if isinstance(layer, types.FunctionType):
             found += [(k, v) for k, v in (_attributes(layer) or []) if k != "__wrapped__"]
     return found
+
+
+def on_the_host(value: Any) -> Any:
+    """`value` with its JAX arrays as NumPy copies (what a student's own code may pass: "for
+    scalars or arrays"), so that a function that writes into a NumPy argument shows it."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(on_the_host(v) for v in value)
+    if type(value).__module__.startswith(("jax", "jaxlib")) and hasattr(value, "shape"):
+        try:
+            return np.array(value)
+        except Exception:  # noqa: BLE001 - kept as it is
+            return value
+    return value
 
 
 def snapshot(namespace: dict, fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -165,6 +192,8 @@ def snapshot(namespace: dict, fn: Any, args: tuple, kwargs: dict) -> dict[str, A
         seen[f"`{name[:MAX_NAME]}` of an enclosing function"] = (_kind(value), fingerprint(value, budget))
     for name, value in _own_attributes(fn):
         seen[f"its attribute `{name[:MAX_NAME]}`"] = (_kind(value), fingerprint(value, budget))
+    for name, value in _defaults(fn):
+        seen[f"the default value of its argument `{name[:MAX_NAME]}`"] = (_kind(value), fingerprint(value, budget))
     for position, value in enumerate(args):
         seen[f"argument {position + 1}"] = (_kind(value), fingerprint(value, budget))
     for name, value in kwargs.items():

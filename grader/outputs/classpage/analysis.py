@@ -12,7 +12,8 @@ tax_switch" and opens one of them.
   not trace, or was not exported) are a group of their own.
 
 Failed means judged and not passed (failed, raised, timed out) among the students who answered the
-check's exercise (`summary.answered`), as the page's pass rates count them.
+check's exercise (`summary.answered`), as the page's pass rates count them, and those whose answer
+did not run (`tried`: a syntax error in its cell), who failed every check of it for that cell.
 
 For the instructor only: it reads the reports and is shown on the class page and by `grade report`;
 nothing of it goes into a student's report or feedback page. Pure: reports in, pydantic models out.
@@ -28,7 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grader.outputs.classpage.summary import answered, assignment_ids
-from grader.report import CheckResult, ProgramFingerprint, Report
+from grader.report import CheckResult, ExerciseResult, ProgramFingerprint, Report
 from grader.spec import (
     AssignmentSpec,
     CheckSpec,
@@ -195,7 +196,7 @@ def analyze(reports: dict[str, Report], *, feedback_file: Callable[[str], str],
         if report.status != "graded":
             continue  # a report in error ran no check
         for exercise in report.exercises:
-            if not answered(report, exercise):
+            if not answered(report, exercise) and not tried(exercise):
                 continue
             for check in exercise.checks:
                 if check.status == "skipped":
@@ -210,6 +211,13 @@ def analyze(reports: dict[str, Report], *, feedback_file: Callable[[str], str],
     return ClassAnalysis(assignments=assignment_ids(reports), students=len(reports),
                          graded=sum(r.status == "graded" for r in reports.values()),
                          checks=sorted(checks, key=lambda c: (-c.share, -c.failed, order[c.id])))
+
+
+def tried(exercise: ExerciseResult) -> bool:
+    """An answer that did not run: a cell that would have defined the exercise's names failed (a
+    syntax error, an import), so nothing of it is defined, yet the student answered it. Counted
+    among those judged, failed by that cell, as the student is told."""
+    return any(c.not_answered is not None and c.not_answered.because for c in exercise.checks)
 
 
 def _calls(check: CheckSpec) -> str | None:

@@ -44,7 +44,7 @@ td.n, th.n { text-align: right; white-space: nowrap; }
 tbody tr:hover { background: #fafbfc; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: var(--muted); }
 td > code:not(.ascii) { white-space: nowrap; }
-code.ascii { overflow-wrap: anywhere; }
+code.ascii { overflow-wrap: break-word; }
 .meter { display: inline-block; width: 110px; height: 9px; background: #eaeef2; border-radius: 5px;
          overflow: hidden; vertical-align: middle; }
 .meter .fill { display: block; height: 100%; }
@@ -59,7 +59,8 @@ code.ascii { overflow-wrap: anywhere; }
        border-radius: 4px; padding: 0 4px; margin-left: 4px; }
 .reason, .why { color: var(--muted); font-size: 12px; }
 .why { display: block; min-width: 13em; max-width: 30em; overflow-wrap: anywhere; }
-.who { overflow-wrap: anywhere; unicode-bidi: isolate; }  /* a right-to-left name stays in its place */
+.who { overflow-wrap: break-word; unicode-bidi: isolate; }  /* a right-to-left name stays in its place;
+   it wraps at its <wbr>s (after _ @ . - +), never mid-number; only a part wider than its box breaks */
 td.student { min-width: 9em; max-width: 18em; }
 td.notes { white-space: nowrap; }
 table.students td.student, table.students th:first-child { position: sticky; left: 0; z-index: 1; }
@@ -73,7 +74,7 @@ th[aria-sort=ascending] a::after { content: " \\25B2"; opacity: 1; }
 th[aria-sort=descending] a::after { content: " \\25BC"; opacity: 1; }
 td.weak { background: #fff1f0; }
 s { color: var(--muted); }
-ul.plain { margin: 4px 0; padding-left: 18px; } ul.plain li { margin: 3px 0; overflow-wrap: anywhere; }
+ul.plain { margin: 4px 0; padding-left: 18px; } ul.plain li { margin: 3px 0; overflow-wrap: break-word; }
 a { color: var(--blue); text-decoration: none; } a:hover { text-decoration: underline; }
 h3.wrong { font-size: 14px; margin: 22px 0 2px; }
 h3.wrong code { color: var(--ink); }
@@ -81,12 +82,12 @@ p.share { margin: 2px 0 6px; }
 table.wrong { margin-bottom: 8px; }
 table.wrong td.n { width: 5em; }
 details summary { cursor: pointer; color: var(--muted); font-size: 12px; }
-.who-all { margin: 4px 0; overflow-wrap: anywhere; font-size: 12px; }
-svg.histogram { display: block; width: 100%; max-width: 720px; height: auto; }
+.who-all { margin: 4px 0; overflow-wrap: break-word; font-size: 12px; }
+svg.histogram { display: block; width: 100%; max-width: 560px; height: auto; }  /* drawn 440 wide */
 svg .bar { fill: var(--blue); } svg .bar-error { fill: #b7bdc5; }
 svg .axis { stroke: var(--muted); stroke-width: 1; }
-svg text { font-size: 12px; text-anchor: middle; fill: var(--ink); }
-svg text.tick { fill: var(--muted); font-size: 11px; }
+svg text { font-size: 13px; text-anchor: middle; fill: var(--ink); }
+svg text.tick { fill: var(--muted); font-size: 11.5px; }
 svg text.count.zero { fill: #aab1b9; }
 .legend { font-size: 12px; color: var(--muted); }
 .legend i { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 10px; vertical-align: -1px; }
@@ -99,7 +100,6 @@ svg text.count.zero { fill: #aab1b9; }
   .cards { gap: 8px; } .card { min-width: 0; flex: 1 1 28%; padding: 6px 10px; }
   .card .v { font-size: 18px; } .card .k { font-size: 10.5px; }
   th, td { padding: 4px 6px; }
-  svg.histogram { min-width: 540px; }
   .meter { width: 56px; }
   .why { max-width: 22em; }
 }

@@ -10,6 +10,7 @@ fragment, another folder or an attribute break-out.
 from __future__ import annotations
 
 import html
+import re
 import unicodedata
 from urllib.parse import quote
 
@@ -83,12 +84,22 @@ def looks_like_another(student: str) -> bool:
     return bool(letters) and scripts <= {"CYRILLIC", "GREEK"} and _LATIN_LOOKALIKES.issuperset(letters)
 
 
+_BREAK_AFTER = re.compile(r"(?<=[_@.\-+])(?=.)")
+"""Where a long id may wrap: after `_`, `@`, `.`, `-` and `+`, never inside a number or a word."""
+
+
+def _shown(student: str) -> str:
+    """The name as the page shows it: inert, escaped, with a line-break opportunity (`<wbr>`) after
+    each separator, so a long id wraps between its parts (`doealice_` | `10001`), never mid-number."""
+    return "<wbr>".join(html.escape(part, quote=True) for part in _BREAK_AFTER.split(inert.terminal(student)))
+
+
 def student_name(student: str, link: str | None) -> str:
     """The student's name as written (a link when `link`), in any script, its characters that
     are not text (control, bidi, invisible) shown escaped. A name that could be mistaken for
     another (`looks_like_another`) or holds such characters is marked, its ASCII form shown and
     its code points in a tooltip, so `alice` and a Cyrillic `аlice` can be told apart."""
-    shown = esc_line(student)
+    shown = _shown(student)
     out = f'<a class="who" href="{esc(link)}">{shown}</a>' if link else f'<span class="who">{shown}</span>'
     if inert.terminal(student) == student and not looks_like_another(student):
         return out
@@ -97,13 +108,13 @@ def student_name(student: str, link: str | None) -> str:
     listed = ", ".join(points[:20]) + (", …" if len(points) > 20 else "")
     mark = "non-ASCII" if not student.isascii() else "unprintable"
     return (f'{out} <span class="badge nonascii" title="{esc(f"ASCII form: {ascii_form}; {listed}")}">'
-            f'{mark}</span> <code class="ascii">{esc(ascii_form)}</code>')
+            f'{mark}</span> <code class="ascii">{_shown(ascii_form)}</code>')
 
 
 def plain_name(student: str, link: str | None) -> str:
     """The student's name as written, its non-text characters escaped, without the mark: where a
     name is repeated after the students table has shown it marked."""
-    shown = esc_line(student)
+    shown = _shown(student)
     return f'<a class="who" href="{esc(link)}">{shown}</a>' if link else f'<span class="who">{shown}</span>'
 
 
@@ -134,14 +145,16 @@ def score_cell(score: float | None, max_score: float) -> str:
 
 def histogram_svg(bins: list[Bin]) -> str:
     """Bars of students per band of percent, the not graded part of each bar in grey."""
-    w, h, left, bottom, top = 860, 250, 8, 34, 24
+    # drawn for a phone's width (the page scales it up to 560 px, never down below its box): a wider
+    # drawing scrolled its last bars off a 375 px screen, and scaled down its labels could not be read
+    w, h, left, bottom, top = 440, 230, 6, 30, 22
     plot_h = h - bottom - top
     slot = (w - left - 8) / len(bins)
     peak = max((b.count for b in bins), default=0) or 1
     parts = [f'<svg class="histogram" viewBox="0 0 {w} {h}" role="img" aria-label="score distribution">',
              f'<line class="axis" x1="{left}" y1="{h - bottom}" x2="{w - 4}" y2="{h - bottom}"/>']
     for i, b in enumerate(bins):
-        x, bw = left + i * slot + 4, slot - 8
+        x, bw = left + i * slot + 3, slot - 6
         bar_h, err_h = plot_h * b.count / peak, plot_h * b.errors / peak
         y = h - bottom - bar_h
         upper = "≤" if i == len(bins) - 1 else "<"
@@ -155,6 +168,6 @@ def histogram_svg(bins: list[Bin]) -> str:
                          f'width="{bw:.1f}" height="{err_h:.1f}"/>')
         parts.append(f'<text class="count{" zero" if not b.count else ""}" x="{x + bw / 2:.1f}" '
                      f'y="{y - 6:.1f}">{b.count}</text><text class="tick" x="{x + bw / 2:.1f}" '
-                     f'y="{h - bottom + 18}">{esc(f"{num(b.lo)}–{num(b.hi)}%")}</text></g>')
+                     f'y="{h - bottom + 17}">{esc(f"{num(b.lo)}–{num(b.hi)}")}</text></g>')
     parts.append("</svg>")
     return "".join(parts)

@@ -111,7 +111,8 @@ def _not_graded(s: ClassSummary, links: Links) -> str:
 def _distribution(s: ClassSummary, links: Links) -> str:
     legend = '<span class="legend"><i class="graded"></i>graded <i class="error"></i>not graded</span>'
     return (_section("distribution", "Score distribution", "Students per band of percent of the maximum "
-                     f"score (final scores). A report in error scores 0. {legend}")
+                     "score (final scores; each band's bounds under its bar, in %). A report in error "
+                     f"scores 0. {legend}")
             + f'<div class="scroll">{histogram_svg(s.histogram)}</div>')
 
 
@@ -215,6 +216,10 @@ def _notes(row: StudentRow) -> str:
     notes = []
     if row.late:
         notes.append(f'<a href="#changes">late {row.late.days_late} d, {signed(-row.late.points)}</a>')
+    if row.lms_late:  # the LMS's own mark, whatever the late policy made of it
+        lms = esc(row.lms_late)
+        notes.append(f'<span class="reason" title="the file\'s name in {lms}\'s download says so; no points '
+                     f'are taken off for the mark itself">marked late in {lms}</span>')
     if row.adjustments:
         notes.append(f'<a href="#changes">adjusted {signed(sum(a.points for a in row.adjustments))}</a>')
     count = len(row.problems) + row.problems_omitted

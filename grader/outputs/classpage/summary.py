@@ -82,6 +82,7 @@ class StudentRow(_Model):
     percent: float  # of `final`
     exercises: dict[str, float | None]  # exercise id -> raw score; None when the report lacks it
     late: LatePenalty | None = None
+    lms_late: str | None = None  # the LMS whose download marked the file late (Canvas's LATE), if one did
     adjustments: list[Adjustment] = []
     problems: list[CellProblem] = []
     problems_omitted: int = 0
@@ -153,6 +154,7 @@ def _row(student: str, r: Report, exercise_ids: Iterable[str]) -> StudentRow:
                       error=r.error if state == "error" else died, score=r.score, final=r.final,
                       max_score=r.max_score, percent=percent(r.final, r.max_score),
                       exercises={e: by_ex.get(e) for e in exercise_ids}, late=r.late,
+                      lms_late=r.lms.lms.capitalize() if r.lms is not None and r.lms.late else None,
                       adjustments=r.adjustments, problems=r.cell_problems,
                       problems_omitted=r.cell_problems_omitted,
                       unanswered=[ex.id for ex in r.exercises if r.status == "graded" and not answered(r, ex)])

@@ -7,7 +7,8 @@ stdout it was started with, which it keeps for itself: the student's code gets /
 input and its prints (grading keeps no output). One message in, one answer out:
 
     {"op": "cell", "source": ..., "filename": ...}  ->  {"status": "ok"} or {"status": "error", ...}
-    {"op": "probe", "requests": "<JSON>"}           ->  {"observation": ...} per request, {"done": true}
+    {"op": "probe", "requests": "<JSON>"}           ->  {"observation": ...} per request, then
+                                                        {"done": true} (with "ename", "evalue" if it broke)
 
 The parent kills it at a deadline; nothing here keeps time.
 """
@@ -138,7 +139,7 @@ def main(probe_path: str) -> None:
                 serve(message["requests"], namespace,
                       emit=lambda item: send({"observation": item["observation"]}))
             except BaseException as exc:  # noqa: BLE001 - the student's code broke the probe
-                send({"done": True, "error": f"{type(exc).__name__}: {exc}"})
+                send({"done": True, "ename": type(exc).__name__, "evalue": str(exc)})
                 continue
             send({"done": True})
         else:

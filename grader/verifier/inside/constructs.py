@@ -13,8 +13,9 @@ cannot tell them apart; what the ops read and feed can.
   counter nor a computed value (it runs zero times or never stops). It `feeds_output` when a
   value its body computes reaches what `main` returns.
 - A `case` has an `index_from_input` when data flows from an argument of `main` to its index,
-  `feeds_output` when one of its results reaches what `main` returns, and `branches_differ`
-  unless every branch returns the very same values.
+  `feeds_output` when one of its results reaches what `main` returns, `branches_differ`
+  unless every branch returns the very same values, and is `returned` when one of its results is
+  what `main` returns as it is (reshaped, converted or passed out of a call at most).
 
 Loaded by path from runtime.py (no `grader` package in the verifier): standard library and the
 MLIR bindings JAX ships only. Every walk is iterative and bounded by MAX_VALUES; a module past
@@ -292,7 +293,7 @@ def _defined_in(value: Any, op: Any, budget: _Budget) -> bool:
     return False
 
 
-def _case(op: Any, live: set, tainted: set) -> dict:
+def _case(op: Any, live: set, tainted: set, returned: set) -> dict:
     operands = list(op.operands)
     branches = []
     for region in op.regions:
@@ -300,7 +301,36 @@ def _case(op: Any, live: set, tainted: set) -> dict:
         branches.append(tuple(end.operands) if end is not None else ())
     return {"index_from_input": bool(operands) and operands[0] in tainted,
             "feeds_output": any(result in live for result in op.results),
-            "branches_differ": len(set(branches)) > 1}
+            "branches_differ": len(set(branches)) > 1,
+            "returned": any(result in returned for result in op.results)}
+
+
+def _returned_as_is(main: Any, graph: _Graph, budget: _Budget) -> set:
+    """The values `main` returns as they are: its return's operands, and what each of them is a
+    reshape, conversion or broadcast of, or the value a call returns from its callee."""
+    from jax._src.lib.mlir import ir
+
+    seen: set = set()
+    todo = list(_returned(main))
+    while todo:
+        value = todo.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        budget.spend()
+        result = _as(ir.OpResult, value)
+        if result is None:
+            continue
+        op = result.owner.operation
+        if op.name in _SHAPING_OPS and len(op.operands) == 1:
+            todo.append(op.operands[0])
+        elif op.name == "func.call":
+            callee = graph.functions.get(_symbol(op, "callee") or "")
+            position = list(op.results).index(value) if value in list(op.results) else -1
+            ends = _returned(callee) if callee is not None else []
+            if 0 <= position < len(ends):
+                todo.append(ends[position])
+    return seen
 
 
 def analyse(module: Any) -> dict:
@@ -314,5 +344,6 @@ def analyse(module: Any) -> dict:
     live = _closure(_returned(main), graph.deps, budget)
     tainted = _closure(list(entry.arguments), _reversed(graph), budget)
     loops = [_loop(op, graph, live, tainted, budget) for op in graph.whiles[:MAX_REPORTED]]
-    cases = [_case(op, live, tainted) for op in graph.cases[:MAX_REPORTED]]
+    returned = _returned_as_is(main, graph, budget) if graph.cases else set()
+    cases = [_case(op, live, tainted, returned) for op in graph.cases[:MAX_REPORTED]]
     return {"loops": loops, "cases": cases}

@@ -8,6 +8,11 @@ module normalises that text so that only the program remains:
 - every location goes: `loc(...)` (nested, with strings inside) and the `#loc... = ...` lines;
 - attributes that carry source names go: `jax.result_info`, `jax.arg_info`,
   `mhlo.frontend_attributes`, `sym_name` (and the `{}` they leave);
+- operations that change nothing are folded away: `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`
+  and `x / 1`, where the 0 or 1 is a constant, maybe broadcast, reshaped or converted, and chains
+  of them (`(x * 1.0 + 0.0) / 1.0` is `x`): each use of their result reads `x`, and the constants
+  and broadcasts left unused go (`_fold_identities`), so a copy with `+ 0.0` or `* 1.0` after
+  most operations is the program it copied;
 - the module's own name goes (`module @jit_tax_switch` is the function's name); functions other
   than `@main` are renamed `@f1`, `@f2`... in order of first appearance (helpers' names are the
   student's);
@@ -124,6 +129,119 @@ def _drop_empty(code: str) -> str:
 def _outside_strings(text: str, fn: Callable[[str], str]) -> str:
     parts = re.split("(" + _STRING + ")", text)
     return "".join(part if i % 2 else fn(part) for i, part in enumerate(parts))
+
+
+_IDENTITY_LITERAL = {
+    "0": re.compile(r'^dense<-?0(?:\.0*)?(?:e[+-]?\d+)?>$|^dense<0x0+>$|^dense<0x80+>$'),
+    "1": re.compile(r'^dense<1(?:\.0*)?(?:e[+-]?0+)?>$'),
+}
+_SHAPED = re.compile(r'^(' + _SSA + r') = stablehlo\.(?:broadcast_in_dim|broadcast|reshape|convert) (' + _SSA + r')(?:,| :)')
+_OPERAND = _SSA + r'(?:#\d+)?'  # `%5#2`: the third result of %5
+_ARITHMETIC = re.compile(r'^(' + _SSA + r') = stablehlo\.(add|subtract|multiply|divide) (' + _OPERAND + r'), ('
+                         + _OPERAND + r') : \S+$')
+_FOLDS = {"add": ("0", "0"), "subtract": (None, "0"), "multiply": ("1", "1"), "divide": (None, "1")}
+"""op -> (the constant that leaves the right operand as it is on the left, and the left on the right)."""
+
+
+def _identity_of(literal: str) -> str | None:
+    for kind, pattern in _IDENTITY_LITERAL.items():
+        if pattern.match(literal):
+            return kind
+    return None
+
+
+def _defined_names(line: str) -> set[str]:
+    """The values a line defines: its results, and the arguments it declares (a block's, a loop's)."""
+    results = _RESULTS.match(line)
+    names = set(re.findall(_SSA, results.group(1))) if results else set()
+    return names | {m.group(1) for m in _DECLARED.finditer(line) if m.group(1)}
+
+
+def _fold_identities(lines: list[str]) -> list[str]:
+    """The lines with `x + 0`, `x - 0`, `x * 1`, `x / 1` (and 0 + x, 1 * x) folded: the op goes and
+    its result's uses read `x`; the 0 or 1 is a `stablehlo.constant` of that value (any dtype,
+    splat) or a broadcast, reshape or conversion of one. Then the 0 and 1 definitions nothing uses
+    any more go. Names are followed in text order, the latest definition of a name being the one
+    its uses mean (sibling regions may reuse a name)."""
+    if not any(" = stablehlo.add " in line or " = stablehlo.subtract " in line or " = stablehlo.multiply " in line
+               or " = stablehlo.divide " in line for line in lines):
+        return lines
+    identity: dict[str, str] = {}  # value -> "0" or "1"
+    alias: dict[str, str] = {}  # folded result -> the value it is
+    out: list[str] = []
+    candidates: set[int] = set()  # lines of out that define a 0 or a 1
+
+    def use(m: re.Match) -> str:
+        token = m.group()
+        return alias.get(token, token) if token.startswith("%") else token
+
+    for line in lines:
+        if line.startswith("func.func "):
+            identity, alias = {}, {}
+        for name in _defined_names(line):
+            identity.pop(name, None)
+            alias.pop(name, None)
+        results = _RESULTS.match(line)
+        if alias:
+            if results:  # its results keep their names; only the uses are followed
+                line = line[:results.end()] + _NAMES.sub(use, line[results.end():])
+            else:
+                line = _NAMES.sub(use, line)
+        constant = _CONSTANT.match(line)
+        if constant is not None:
+            kind = _identity_of(constant.group(2))
+            if kind is not None:
+                identity[constant.group(1)] = kind
+                candidates.add(len(out))
+            out.append(line)
+            continue
+        shaped = _SHAPED.match(line)
+        if shaped is not None and shaped.group(2) in identity:
+            identity[shaped.group(1)] = identity[shaped.group(2)]
+            candidates.add(len(out))
+            out.append(line)
+            continue
+        arithmetic = _ARITHMETIC.match(line)
+        if arithmetic is not None:
+            result, op, left, right = arithmetic.groups()
+            keeps_left, keeps_right = _FOLDS[op][1], _FOLDS[op][0]
+            if identity.get(right) == keeps_left:
+                alias[result] = left
+                if left in identity:
+                    identity[result] = identity[left]
+                continue
+            if keeps_right is not None and identity.get(left) == keeps_right:
+                alias[result] = right
+                if right in identity:
+                    identity[result] = identity[right]
+                continue
+        out.append(line)
+    return _drop_unused(out, candidates)
+
+
+def _drop_unused(lines: list[str], candidates: set[int]) -> list[str]:
+    """The lines without those of `candidates` whose value nothing uses (its name appears on no
+    other line of its function: each function has names of its own), repeated until none goes (a
+    broadcast of a 0 goes, then the 0)."""
+    while candidates:
+        counts: dict[tuple[int, str], int] = {}
+        function = [0] * len(lines)
+        number = 0
+        for i, line in enumerate(lines):
+            number += line.startswith("func.func ")
+            function[i] = number
+            for m in _NAMES.finditer(line):
+                if m.group().startswith("%"):
+                    key = (number, m.group())
+                    counts[key] = counts.get(key, 0) + 1
+        unused = {i for i in candidates if counts.get((function[i], lines[i].split(" ", 1)[0]), 0) <= 1}
+        if not unused:
+            break
+        keep = [i for i in range(len(lines)) if i not in unused]
+        renumber = {old: new for new, old in enumerate(keep)}
+        lines = [lines[i] for i in keep]
+        candidates = {renumber[i] for i in candidates - unused}
+    return lines
 
 
 def _rename_symbols(lines: list[str]) -> list[str]:
@@ -347,7 +465,7 @@ def normalise(text: str) -> tuple[str, list[str]]:
     """(the normalised module text, its sorted distinct constants as `literal : type`)."""
     text = _strip_source_attributes(_strip_locations(text))
     lines = [" ".join(line.split()) for line in text.split("\n")]
-    lines, constants = _inline_constants([line for line in lines if line])
+    lines, constants = _inline_constants(_fold_identities([line for line in lines if line]))
     lines = _rename_symbols(_canonical(lines))
     return "\n".join(_rename_values(lines)) + "\n", constants
 

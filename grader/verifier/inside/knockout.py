@@ -11,10 +11,17 @@ out:
 - a `while`: its condition returns `false`, so it runs no step and returns its initial values;
 - a `case`: its index is the constant 0, then the constant of its last branch.
 
-A construct `does_work` when some call's outputs differ from the module's own; a knocked-out
-module can only run no step or take a branch the program has, so it never runs longer than one
-of the program's own branches. A construct whose knockout could not be built or run is not
-judged (None). Loaded by path from runtime.py (no `grader` package in the verifier).
+A construct `does_work` when some call's outputs differ from the module's own by more than the
+job's tolerance (rtol, atol: the checks' own, so a change no check could see is none; (0, 0) is
+bit for bit). A tolerance, because a `lax.switch` whose every branch computes the whole answer,
+each written its own way (`jnp.select` over the brackets, or the rates applied in another
+order), gives the same answer whichever branch it takes, to the last bit or two: compared bit
+for bit, those last bits were taken for the choice doing the work. A knocked-out module runs no
+step of a loop or takes a branch the program has, but what follows may then run longer (a
+second loop that only stops once the first has converged): the grader runs knockouts as a job
+of their own, after the module's values, with a deadline of their own (grader/judging/
+verification.py). A construct whose knockout could not be built or run is not judged (None).
+Loaded by path from runtime.py (no `grader` package in the verifier).
 """
 
 from __future__ import annotations
@@ -76,24 +83,38 @@ def knocked_out(exported: Any, constructs: Any, kind: str, position: int, branch
     return dataclasses.replace(exported, mlir_module_serialized=data)
 
 
-def _same(a: list, b: list) -> bool:
+def _plain(x: Any) -> Any:
+    """An output as NumPy compares it: bfloat16 and friends as float32 (as the wire carries them)."""
+    import numpy as np
+
+    x = np.asarray(x)
+    return x if x.dtype.kind in "biufc" else x.astype(np.float32)
+
+
+def _same(a: list, b: list, rtol: float = 0.0, atol: float = 0.0) -> bool:
+    """Whether the knocked-out leaves `a` are the module's own `b`: the same shapes, and each
+    element within atol + rtol * |own| (bit for bit at (0, 0); NaN where NaN was)."""
     import numpy as np
 
     for x, y in zip(a, b):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype:
+        x, y = _plain(x), _plain(y)
+        if x.shape != y.shape:
             return False
-        if not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
+        if x.dtype.kind == "b" or y.dtype.kind == "b" or (rtol == 0 and atol == 0):
+            if not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc" and y.dtype.kind in "fc"):
+                return False
+        elif not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
             return False
     return len(a) == len(b)
 
 
 def does_work(exported: Any, constructs: Any, facts: dict, args: list[list[Any]], outputs: list[list[Any]],
-              runner: Any, kinds: list[str]) -> None:
+              runner: Any, kinds: list[str], rtol: float = 0.0, atol: float = 0.0) -> None:
     """Mark each reported loop or case (`kinds`: those a check asks about) of `facts["constructs"]`
     with `does_work` (see the module docstring): `runner(exported)` compiles a module, `args` are
-    the job's decoded calls and `outputs` the module's own leaves for them. A construct of a kind
-    no check asks about costs no compile."""
+    the job's decoded calls and `outputs` the module's own leaves for them (run here, or given by
+    a knockout job); a change is one beyond (rtol, atol). A construct of a kind no check asks
+    about costs no compile."""
     import jax
 
     found = facts.get("constructs") or {}
@@ -112,7 +133,7 @@ def does_work(exported: Any, constructs: Any, facts: dict, args: list[list[Any]]
             try:
                 for branch in branches:
                     fn = runner(knocked_out(exported, constructs, kind, position, branch))
-                    if any(not _same(jax.tree_util.tree_leaves(jax.block_until_ready(fn(*call))), mine)
+                    if any(not _same(jax.tree_util.tree_leaves(jax.block_until_ready(fn(*call))), mine, rtol, atol)
                            for call, mine in zip(args, outputs)):
                         verdict = True
                         break

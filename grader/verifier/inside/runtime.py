@@ -9,6 +9,9 @@ imports nothing but the standard library, NumPy and JAX. It speaks JSON lines:
 
     stdin   one job per line:  {"id": str, "module": base64 of the serialized module,
                                 "calls": [[wire value, ...], ...]}   (one value per flat input)
+            a knockout job also: {"knockouts": ["loop"|"case", ...], "tolerance": [rtol, atol],
+                                "outputs": [[wire value, ...], ...]}   (the module's own, per call):
+                                only the knocked-out modules run, the answer holds facts, no values
     stdout  first  {"ready": true, "jax": version}   once JAX is imported and warmed up,
             then one result per job, in order:
                    {"id", "status": "ok"|"refused"|"error", "facts": {...}|null,
@@ -267,9 +270,10 @@ def _aval(aval: Any) -> dict:
     return {"shape": shape, "dtype": str(aval.dtype), "weak": bool(getattr(aval, "weak_type", False))}
 
 
-def inspect_module(exported: Any) -> dict:
+def inspect_module(exported: Any, fingerprint: bool = True) -> dict:
     """The facts of a deserialized module; raises Refused (with the facts read so far in
-    `args[1]`) when it must not be run."""
+    `args[1]`) when it must not be run. `fingerprint=False`: none made (a knockout job's module was
+    fingerprinted by its value job)."""
     from jax._src.interpreters import mlir
     from jax._src.lib import _jax
 
@@ -299,7 +303,7 @@ def inspect_module(exported: Any) -> dict:
             module = ir.Module.parse(module)
         names, targets, problems, facts["op_count"], calls = _walk(module)
         inputs, results = _signature(module)
-        facts["fingerprint"] = _fingerprint(module)
+        facts["fingerprint"] = _fingerprint(module) if fingerprint else None
         facts["constructs"] = _constructs(module)
     if len(names) > MAX_OPS or len(targets) > MAX_OPS:
         raise Refused(f"the module uses more than {MAX_OPS} kinds of operations", facts)
@@ -549,6 +553,35 @@ def run_job(job: Any) -> dict:
         jax.clear_caches()  # the job's executables go with it
 
 
+def _decode_call(call: list, ins: list[dict], i: int) -> list[Any]:
+    """Call `i`'s inputs as arrays of the module's input avals (JobError when they do not fit)."""
+    if len(call) != len(ins):
+        raise JobError(f"call {i} has {len(call)} inputs; the module takes {len(ins)}")
+    return [_decode_input(v, a, f"call {i}, input {k}") for k, (v, a) in enumerate(zip(call, ins), 1)]
+
+
+def _decode_outputs(leaves: list, outs: list[dict], i: int) -> list[Any]:
+    """A knockout job's given outputs of call `i`, as arrays of the dtype they were carried in (the
+    module's, or float32 for bfloat16 and friends) and the module's output shapes."""
+    if len(leaves) != len(outs):
+        raise JobError(f"call {i} is given {len(leaves)} outputs; the module declares {len(outs)}")
+    decoded = []
+    for k, (value, aval) in enumerate(zip(leaves, outs), 1):
+        carried = value.get("dtype") if isinstance(value, dict) and value.get("t") == "array" else None
+        if carried not in DTYPES:
+            raise JobError(f"call {i}, output {k} is not an array")
+        decoded.append(_decode_input(value, {"dtype": carried, "shape": aval["shape"]}, f"call {i}, output {k}"))
+    return decoded
+
+
+def _tolerance(given: Any) -> tuple[float, float]:
+    """(rtol, atol) of a job's knockouts: two finite numbers >= 0, else (0, 0), bit for bit."""
+    if (isinstance(given, list) and len(given) == 2
+            and all(type(x) in (int, float) and math.isfinite(x) and x >= 0 for x in given)):
+        return float(given[0]), float(given[1])
+    return 0.0, 0.0
+
+
 def _run_job(job: Any) -> dict:
     import jax
 
@@ -563,29 +596,41 @@ def _run_job(job: Any) -> dict:
             raise JobError("the job's calls are not lists of values")
         if len(calls) > MAX_CALLS:
             raise JobError(f"the job has {len(calls)} calls, more than {MAX_CALLS}")
+        asked = job.get("knockouts", [])
+        knockouts = [k for k in ("loop", "case") if isinstance(asked, list) and k in asked]
+        given = job.get("outputs")
+        if given is not None and (not knockouts or not isinstance(given, list) or len(given) != len(calls)
+                                  or not all(isinstance(c, list) for c in given)):
+            raise JobError("a knockout job needs knockouts and one list of outputs per call")
+        tolerance = _tolerance(job.get("tolerance"))
         exported = _deserialize(job.get("module"))
         try:
-            facts = inspect_module(exported)
+            facts = inspect_module(exported, fingerprint=given is None)
         except Refused as refusal:
             result.update(status="refused", detail=_short(refusal.args[0]),
                           facts=refusal.args[1] if len(refusal.args) > 1 else None)
             return result
         result["facts"] = facts
+        if given is not None:  # a knockout job: the module's own outputs are given, only knockouts run
+            ins, outs = facts["in_avals"], facts["out_avals"]
+            decoded = [_decode_call(call, ins, i) for i, call in enumerate(calls, 1)]
+            own = [_decode_outputs(leaves, outs, i) for i, leaves in enumerate(given, 1)]
+            if calls:
+                _lapack_for(facts)
+                _sibling("knockout").does_work(exported, constructs, facts, decoded, own, _runner, knockouts,
+                                               *tolerance)
+            result.update(status="ok", values=[])
+            return result
         values: list[list[dict]] = []
         nodes = 0
-        asked = job.get("knockouts", [])
-        knockouts = [k for k in ("loop", "case") if isinstance(asked, list) and k in asked]
-        decoded: list[list[Any]] = []
+        decoded = []
         results: list[list[Any]] = []
         if calls:
             _lapack_for(facts)
             fn = _runner(exported)
             ins, outs = facts["in_avals"], facts["out_avals"]
             for i, call in enumerate(calls, 1):
-                if len(call) != len(ins):
-                    raise JobError(f"call {i} has {len(call)} inputs; the module takes {len(ins)}")
-                args = [_decode_input(v, a, f"call {i}, input {k}")
-                        for k, (v, a) in enumerate(zip(call, ins), 1)]
+                args = _decode_call(call, ins, i)
                 try:
                     leaves = jax.block_until_ready(fn(*args))
                 except Exception as exc:  # noqa: BLE001 - XLA's errors are the call's
@@ -605,7 +650,8 @@ def _run_job(job: Any) -> dict:
                     encoded.append(value)
                 values.append(encoded)
             if knockouts:
-                _sibling("knockout").does_work(exported, constructs, facts, decoded, results, _runner, knockouts)
+                _sibling("knockout").does_work(exported, constructs, facts, decoded, results, _runner, knockouts,
+                                               *tolerance)
         result.update(status="ok", values=values)
     except JobError as exc:
         result.update(status="error", values=None, detail=_short(exc))

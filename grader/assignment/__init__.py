@@ -30,8 +30,8 @@ from grader.spec import SCHEMA_VERSION, AssignmentSpec, describe_errors
 
 SPEC_FILE = "assignment.toml"
 PACKED_SPEC_FILE = "assignment.json"  # the student pack's public spec (`grade pack`)
-PACKED_DIR = Path(__file__).resolve().parent / "_assignments"
-CHECKOUT_DIR = Path(__file__).resolve().parent.parent / "assignments"  # an editable install's
+PACKED_DIR = Path(__file__).resolve().parent.parent / "_assignments"  # the package's root: grader/ or the pack's
+CHECKOUT_DIR = Path(__file__).resolve().parent.parent.parent / "assignments"  # an editable install's
 ENV = "GRADER_ASSIGNMENTS"
 HOW_TO_CHOOSE = (f"pass --assignments DIR, set {ENV}=DIR, or run grade in a folder that has an "
                  "assignments/ subfolder")

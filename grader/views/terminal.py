@@ -20,12 +20,63 @@ def _points(x: float) -> str:
     return f"{x:g}"
 
 
+def pts(x: float) -> str:
+    """Points as a count: "1 pt", "2.5 pts", "0 pts"."""
+    return f"{x:g} pt" if x == 1 else f"{x:g} pts"
+
+
 LEGEND = "✗ failed  ! error  ⏱ timed out  - not run (or checked when you hand in)"
 
 
+def later(checks: list[CheckResult]) -> list[CheckResult]:
+    """The checks a self-check left to the hand-in (hidden inputs, predictions): judged by `grade`."""
+    return [c for c in checks if c.reason == "on_hand_in"]
+
+
+def scored(score: float, max_score: float, checks: list[CheckResult]) -> str:
+    """Points as what was checked: "19 / 25" when every check was judged; at the self-check, whose
+    hidden checks and predictions wait for the hand-in, "18 of the 18 points checked here" (never a
+    total that reads as the grade), or "checked when you hand in" when none of them was."""
+    left = sum(c.max_score for c in later(checks))
+    if not left:
+        return f"{_points(score)} / {_points(max_score)}"
+    here = max_score - left
+    if not here:
+        return "checked when you hand in"
+    return f"{_points(score)} of the {_points(here)} point{'' if here == 1 else 's'} checked here"
+
+
+def _all_checks(report: Report) -> list[CheckResult]:
+    return [c for ex in report.exercises for c in ex.checks]
+
+
 def _tally(ex: ExerciseResult) -> str:
-    passed = sum(1 for c in ex.checks if c.status == "passed")
-    return f"{passed} of {len(ex.checks)} checks"
+    judged = [c for c in ex.checks if c.reason != "on_hand_in"]
+    passed = sum(1 for c in judged if c.status == "passed")
+    return f"{passed} of {len(judged)} checks"
+
+
+def unanswered(ex: ExerciseResult) -> list[tuple[str | None, list[str]]] | None:
+    """When no check of the exercise judged (at this stage) has an answer to judge, what to say
+    instead of one message per check, once: (None, names) for the names the exercise asks for that
+    are not defined ("not answered yet: define ..."), (cause, names) for those a cell that failed
+    would have defined (a syntax error, an import: the student answered, and is told so). None
+    when some check has an answer to judge."""
+    judged = [c for c in ex.checks if c.reason != "on_hand_in"]
+    missing = [c.not_answered for c in judged if c.not_answered is not None]
+    if not judged or len(missing) != len(judged):
+        return None
+    plain = sorted({m.name for m in missing if not m.because and not m.used})
+    caused: dict[str, set[str]] = {}  # a failed cell's sentence -> the names it would have bound
+    for m in missing:
+        if m.because:
+            caused.setdefault(m.because, set()).add(m.name)
+    return ([(None, plain)] if plain else []) + [(cause, sorted(names)) for cause, names in sorted(caused.items())]
+
+
+def not_defined(names: list[str]) -> str:
+    """"`step` is not defined", "`step`, `train_fori` are not defined" (names made inert by the caller)."""
+    return f"{', '.join(f'`{n}`' for n in names)} {'is' if len(names) == 1 else 'are'} not defined"
 
 
 def _colour(score: float, max_score: float) -> str:
@@ -43,44 +94,32 @@ def _check_lines(ex: ExerciseResult, verbose: bool = False) -> list[str]:
     the checks the self-check leaves to the hand-in, in one line). Checks are named by their
     titles, in the exercise's words; `verbose` (the instructor's -v) names them by id and lists
     the passed ones too."""
-    later = [c for c in ex.checks if c.reason == "on_hand_in"]
-    judged = [c for c in ex.checks if c not in later]
-    missing = [c.not_answered for c in judged if c.not_answered is not None]
-    if judged and len(missing) == len(judged):
-        asked = [m for m in missing if not m.used]  # a name the exercise asks for; else one its code uses
-        names = sorted({m.name for m in asked})
-        causes = sorted({m.because for m in asked if m.because})
-        used: dict[str, set[str]] = {}  # a failed cell's sentence -> the names its code lacks for it
-        for m in missing:
-            if m.used and m.because:
-                used.setdefault(m.because, set()).add(m.name)
-        defined = [f"      - not answered yet: define {', '.join(name(n) for n in names)}"] if names else []
-        return defined + [
-            f"        because {flowing(cause, MESSAGE_LIMIT)}" for cause in causes] + [
-            f"      - not answered yet: {flowing(cause, MESSAGE_LIMIT)}, so "
-            f"{', '.join(f'`{name(n)}`' for n in sorted(lacked))} {'is' if len(lacked) == 1 else 'are'} not "
-            "defined: fix that cell first" for cause, lacked in sorted(used.items())]
+    waiting = later(ex.checks)
+    told = unanswered(ex)
+    if told is not None:
+        return [f"      - not answered yet: define {', '.join(name(n) for n in names)}" if cause is None else
+                f"      ✗ {flowing(cause, MESSAGE_LIMIT)}, so {not_defined([name(n) for n in names])}: "
+                "fix that cell first" for cause, names in told]
     lines = []
-    if later:
-        titles = "; ".join(_check(c) for c in later)
-        points = _points(sum(c.max_score for c in later))
-        lines.append(f"      - {len(later)} checked when you hand in ({points} pts): {titles}")
+    if waiting:
+        titles = "; ".join(_check(c) for c in waiting)
+        lines.append(f"      - {len(waiting)} checked when you hand in ({pts(sum(c.max_score for c in waiting))}): "
+                     f"{titles}")
     gated = _gated(ex)
     for c in ex.checks:
         if verbose and c.status == "passed":
-            lines.append(f"      ✓ {name(c.id)}, {_points(c.max_score)} pts: {_check(c)}")
+            lines.append(f"      ✓ {name(c.id)}, {pts(c.max_score)}: {_check(c)}")
         if id(c) in gated:
             group = gated[id(c)]
             if group:  # the first of the checks one failed form check holds back: one line for all
                 which = f" ({', '.join(name(g.id) for g in group)})" if verbose else ""
-                points = _points(sum(g.max_score for g in group))
-                lines.append(f"      {_MARK[c.status]} {len(group)} checks{which}, {points} pts: "
+                points = pts(sum(g.max_score for g in group))
+                lines.append(f"      {_MARK[c.status]} {len(group)} checks{which}, {points}: "
                              f"{flowing(c.message, MESSAGE_LIMIT)}")
             continue
-        if c.status != "passed" and c not in later:
+        if c.status != "passed" and c not in waiting:
             tag = " (hidden inputs)" if c.hidden else ""
-            which = f"{name(c.id)}{tag}, {_points(c.max_score)} pts" if verbose else \
-                f"{_check(c)}{tag} ({_points(c.max_score)} pts)"
+            which = f"{name(c.id)}{tag}, {pts(c.max_score)}" if verbose else f"{_check(c)}{tag} ({pts(c.max_score)})"
             lines.append(f"      {_MARK[c.status]} {which}: {flowing(c.message, MESSAGE_LIMIT)}")
             lines.extend(f"          the exercise asks: {flowing(r, MESSAGE_LIMIT)}" for r in c.requirements)
     return lines
@@ -107,7 +146,7 @@ def summary_exercise(ex: ExerciseResult) -> str:
     ex = in_live_cells(ex)
     failed = any(c.status != "passed" and c.reason != "on_hand_in" for c in ex.checks)  # a 0-point one too
     head = "❌" if failed else "✅" if ex.score == ex.max_score else "⏳"
-    return "\n".join([f"{head} {terminal(ex.title)}: {_points(ex.score)} / {_points(ex.max_score)}"]
+    return "\n".join([f"{head} {terminal(ex.title)}: {scored(ex.score, ex.max_score, ex.checks)}"]
                      + _check_lines(ex))
 
 
@@ -134,8 +173,12 @@ def summary(report: Report, *, color: bool = False, verbose: bool = False, width
     titles = [terminal(ex.title) for ex in report.exercises]
     column = max((len(t) for t in titles), default=0)
     for ex, title in zip(report.exercises, titles):
-        score = f"{_points(ex.score):>4} / {_points(ex.max_score)}"
-        lines.append(f"  {title:<{column}}  {paint(score, _colour(ex.score, ex.max_score))}  ({_tally(ex)})")
+        score = scored(ex.score, ex.max_score, ex.checks)
+        score = f"{score:>{len(score) + 4 - len(_points(ex.score))}}"  # the points right-aligned in 4
+        judged = ex.max_score - sum(c.max_score for c in later(ex.checks))
+        colour = _colour(ex.score, judged) if judged else "2"  # nothing judged here: no verdict to colour
+        tally = f"  ({_tally(ex)})" if judged or any(c.reason != "on_hand_in" for c in ex.checks) else ""
+        lines.append(f"  {title:<{column}}  {paint(score, colour)}{tally}")
         lines.extend(_wrapped(_check_lines(ex, verbose), width))
     if any(c.status != "passed" for ex in report.exercises for c in ex.checks):
         lines.append(paint(f"  {LEGEND}", "2"))
@@ -143,7 +186,7 @@ def summary(report: Report, *, color: bool = False, verbose: bool = False, width
         if problem.exercise is not None:
             continue  # told under its exercise
         lines.append(paint(f"  note: {flowing(problem.message, MESSAGE_LIMIT)}", "2"))
-    total = f"{_points(report.score)} / {_points(report.max_score)}"
+    total = scored(report.score, report.max_score, _all_checks(report))
     lines.append(f"Total {paint(total, '1')}   (seed {report.seed}, {report.duration_s:.1f} s)")
     if report.late is not None:
         lines.append(f"  late: submitted {report.late.submitted_at}, {report.late.days_late} day(s) after "

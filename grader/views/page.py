@@ -15,7 +15,8 @@ from pathlib import Path
 
 from grader.inert import text
 from grader.judging.attribution import defined_names
-from grader.report import Report
+from grader.views.terminal import LEGEND, later, not_defined, pts, scored, unanswered
+from grader.report import CheckResult, ExerciseResult, Report
 from grader.submission import SourceCell
 
 # without it a phone lays out the page at 980 px and shows it at 0.4 scale
@@ -27,7 +28,8 @@ section{border:1px solid #ddd;border-radius:6px;margin:1.2em 0;padding:.8em 1em}
 .cols{display:flex;gap:1.2em;flex-wrap:wrap}.code{flex:3 1 34em;min-width:0}.checks{flex:2 1 22em;padding:0}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:13px;margin:.4em 0}
 li{margin:.35em 0;list-style:none}.passed::before{content:"✓ ";color:#1a7f37}
-.failed::before,.error::before,.timeout::before{content:"✗ ";color:#cf222e}.skipped::before{content:"– "}
+.failed::before{content:"✗ ";color:#cf222e}.error::before{content:"! ";color:#cf222e}
+.timeout::before{content:"⏱ ";color:#cf222e}.skipped::before{content:"- "}.legend{color:#555;font-size:.92em}
 .asks{color:#555;font-size:.92em;display:block}.full{color:#1a7f37}.part{color:#9a6700}.none{color:#cf222e}
 h1,h2,li,p{overflow-wrap:anywhere}
 @media (max-width:40em){body{margin:.8em auto;padding:0 .6em}section{padding:.6em .7em}
@@ -79,28 +81,24 @@ def page(report: Report, cells: list[SourceCell]) -> str:
     who = f" · {e(text(report.student))}" if report.student else ""
     head = (f"<!doctype html><html lang='en'><meta charset='utf-8'>{VIEWPORT}"
             f"<title>{e(text(report.assignment))} feedback</title><style>{_STYLE}</style>"
-            f"<h1>{e(text(report.assignment))}{who}"
-            f"<span class='score {_fraction_class(report.score, report.max_score)}'>"
-            f"{report.score:g} / {report.max_score:g}</span></h1>")
-    parts = [head, _final(report)]
+            f"<h1>{e(text(report.assignment))}{who}"  # the final score leads: it is the grade
+            f"<span class='score {_fraction_class(report.final, report.max_score)}' data-score='final'>"
+            f"{e(scored(report.final, report.max_score, [c for x in report.exercises for c in x.checks]))}"
+            "</span></h1>")
+    parts = [head, _final(report), _checked_here(report)]
     if report.status == "error":
         parts.append(f"<p class='none'>Not graded: {e(text(report.error))}</p>")
     for exercise in report.exercises:
         code = "".join(_cell(cell)
                        for cell in cells if owner.get(cell.index) == exercise.id)
-        checks = []
-        for c in exercise.checks:
-            asks = "".join(f"<span class='asks'>the exercise asks: {e(text(r))}</span>"
-                           for r in c.requirements) if c.status != "passed" else ""
-            message = f": {e(text(c.message))}" if c.message and c.status != "passed" else ""
-            hidden = " (hidden inputs)" if c.hidden else ""
-            checks.append(f"<li class='{c.status}' data-check='{e(c.id)}'><b>{e(text(c.title))}</b>{hidden}, "
-                          f"{c.score:g}/{c.max_score:g}{message}{asks}</li>")
-        passed = sum(1 for c in exercise.checks if c.status == "passed")
+        checks = _unanswered(exercise) or [_check(c) for c in exercise.checks]
+        judged = [c for c in exercise.checks if c.reason != "on_hand_in"]
+        passed = sum(1 for c in judged if c.status == "passed")
+        here = exercise.max_score - sum(c.max_score for c in later(exercise.checks))
         parts.append(f"<section data-exercise='{e(exercise.id)}'><h2>{e(text(exercise.title))}"
-                     f"<span class='score {_fraction_class(exercise.score, exercise.max_score)}'>"
-                     f"{exercise.score:g} / {exercise.max_score:g}</span></h2>"
-                     f"<p>{passed} of {len(exercise.checks)} checks passed</p><div class='cols'>"
+                     f"<span class='score {_fraction_class(exercise.score, here) if here else 'later'}'>"
+                     f"{e(scored(exercise.score, exercise.max_score, exercise.checks))}</span></h2>"
+                     f"<p>{passed} of {len(judged)} checks passed</p><div class='cols'>"
                      f"<div class='code'>{code or '<p>No cell defines its names.</p>'}</div>"
                      f"<ul class='checks'>{''.join(checks)}</ul></div></section>")
     others = "".join(_cell(cell)
@@ -110,11 +108,53 @@ def page(report: Report, cells: list[SourceCell]) -> str:
     for problem in report.cell_problems:
         if problem.exercise is None:
             parts.append(f"<p class='part'>note: {e(text(problem.message))}</p>")
+    if any(c.status != "passed" for exercise in report.exercises for c in exercise.checks):
+        parts.append(f"<p class='legend'>{e(LEGEND)}</p>")  # the terminal's marks, the same here
     return "".join(parts) + "</html>\n"
 
 
+def _check(c: CheckResult) -> str:
+    """One check: its title, its points and, unless it passed, its message and the sentences of the
+    exercise it verifies; a check left to the hand-in says so, with the points it is worth."""
+    e = html.escape
+    hidden = " (hidden inputs)" if c.hidden else ""
+    head = f"<li class='{c.status}' data-check='{e(c.id)}'><b>{e(text(c.title))}</b>{hidden}, "
+    if c.reason == "on_hand_in":
+        return f"{head}{pts(c.max_score)}: checked when you hand in</li>"
+    asks = "".join(f"<span class='asks'>the exercise asks: {e(text(r))}</span>"
+                   for r in c.requirements) if c.status != "passed" else ""
+    message = f": {e(text(c.message))}" if c.message and c.status != "passed" else ""
+    return f"{head}{c.score:g}/{c.max_score:g}{message}{asks}</li>"
+
+
+def _unanswered(exercise: ExerciseResult) -> list[str]:
+    """An exercise none of whose checks has an answer to judge, said once as the terminal says it
+    (`grader.views.terminal.unanswered`): the names not defined, or the cell that failed to define them."""
+    e = html.escape
+    told = unanswered(exercise)
+    if told is None:
+        return []
+    return [f"<li class='skipped'>not answered yet: define {e(text(', '.join(names)))}</li>" if cause is None else
+            f"<li class='failed'>{e(text(cause))}, so {e(text(not_defined(names)))}: fix that cell first</li>"
+            for cause, names in told]
+
+
+def _checked_here(report: Report) -> str:
+    """At the self-check (the pack's `grade --html`): what was checked, never a total that reads as
+    the grade, and what is left to the hand-in, as the terminal says it."""
+    checks = [c for exercise in report.exercises for c in exercise.checks]
+    waiting = sum(c.max_score for c in later(checks))
+    if not waiting:
+        return ""
+    here = f"{scored(report.score, report.max_score, checks)}. " if waiting < report.max_score else ""
+    return (f"<p class='checked'>{html.escape(here)}"
+            f"{waiting:g} of the {report.max_score:g} points are checked when you hand in (hidden inputs, "
+            "predictions): your grade is the one the course's grader gives then.</p>")
+
+
 def _final(report: Report) -> str:
-    """The late penalty and the grade changes by hand, with who, when and why (nothing when none)."""
+    """Under the final score the title leads with: the score the checks gave, then the late penalty
+    and the grade changes by hand, with who, when and why (nothing when none)."""
     e = html.escape
     lines = []
     if report.late is not None:
@@ -124,8 +164,8 @@ def _final(report: Report) -> str:
         lines.append(f"<li>adjusted {a.points:+g} by {e(text(a.by))} on {e(text(a.at))}: {e(text(a.reason))}</li>")
     if not lines:
         return ""
-    return (f"<section class='final'><p>Final score <b>{report.final:g} / {report.max_score:g}</b> "
-            f"(graded {report.score:g})</p><ul>{''.join(lines)}</ul></section>")
+    return (f"<section class='final'><p>Final score {report.final:g} / {report.max_score:g}: the checks gave "
+            f"<span data-score='graded'>{report.score:g}</span>, then</p><ul>{''.join(lines)}</ul></section>")
 
 
 def write_page(report: Report, cells: list[SourceCell], path: Path) -> Path:
