@@ -201,6 +201,7 @@ def _empty_files(folder: int, path: Path, failures: list[str]) -> list[str]:
 # ----------------------------------------------------------------------------- dead graders' scratch
 
 _SWEPT = False
+SANDBOX_UID = 65534  # the user a root grader's sandboxes run as (nobody): their scratch is theirs
 _SCRATCH_NAME = re.compile(r"grade-(\d+)-(?:[a-z]+-)?(p\d+-)[^/]{8}")
 
 
@@ -237,6 +238,12 @@ def scratch_of(pid: int) -> list[Path]:
     return found
 
 
+def _sweepable_owners() -> set[int]:
+    """Whose folders this grader may take as its own: its user's, and as root also the sandbox
+    user's (a root grader's scratch belongs to the kernel's user once the kernel ran)."""
+    return {os.geteuid(), SANDBOX_UID} if os.geteuid() == 0 else {os.geteuid()}
+
+
 def sweep_dead_scratch(*, once: bool = False) -> list[Path]:
     """Remove the scratch folders that grader processes of this pid namespace left when they were
     killed outright (the OOM killer, a power cut, SIGKILL): this user's `grade-<pid>-...p<ns>-`
@@ -266,7 +273,7 @@ def sweep_dead_scratch(*, once: bool = False) -> list[Path]:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid not in _sweepable_owners():
                 continue
             if mounts is None:
                 mounts = _mount_points()

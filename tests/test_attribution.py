@@ -157,6 +157,7 @@ def test_a_module_has_its_file_and_a_file_beside_it_is_not_handed_in(reference_s
     assert "✗ line 15 raised FileNotFoundError" in told and "grade-" not in told and "/tmp" not in told
 
 
+@pytest.mark.kernel
 def test_the_pack_s_grade_gives_a_module_its_own_file(reference_sections, tmp_path) -> None:
     """The pack's `grade` runs a module in its own folder, where the files beside it are: its
     `__file__` is the file's own path, so what it reads beside itself is read, as `python` would."""

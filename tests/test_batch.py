@@ -329,6 +329,7 @@ def test_the_notebooks_decide_the_batch_and_grade_the_rest_as_it(tmp_path: Path,
     assert not marker.exists()
 
 
+@pytest.mark.kernel
 def test_a_notebook_of_another_assignment_is_an_error_naming_both(tmp_path: Path, recorder) -> None:
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -406,6 +407,7 @@ def test_a_given_as_a_folder_grades_as_that_folder(tmp_path: Path, recorder) -> 
     assert saved_reports(tmp_path / "out")["erin"].error.endswith("but this batch grades ch2-jit")
 
 
+@pytest.mark.kernel
 def test_a_worker_that_dies_costs_only_its_own_submission(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker killed while grading one student (an OOM kill) used to hang the pool or give every
     student then pending "died twice". Only the culprit is retried, then reported; no hang."""

@@ -910,6 +910,7 @@ def test_vmap_mapped_with_lax_map_is_a_loop_with_the_same_values() -> None:
     assert "while" in looped.lower(x, 1.5).as_text()
 
 
+@pytest.mark.kernel
 def test_show_prints_a_mutant_s_source_and_names_near_matches(loops) -> None:
     folder = loops()
     (folder / "mutants").mkdir()

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "ch2-jit.ipynb"
 REFERENCE = (ROOT / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
 
-pytestmark = pytest.mark.skipif("namespaces" not in available().layers,
-                                reason="the store is bound read-only, which needs bwrap's namespaces")
+pytestmark = [pytest.mark.kernel, pytest.mark.skipif("namespaces" not in available().layers,
+                                reason="the store is bound read-only, which needs bwrap's namespaces")]
 
 
 @pytest.fixture(scope="module")

@@ -114,6 +114,7 @@ def _on_a_phone(page_file: Path, shot: Path) -> dict[str, float]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.kernel
 @needs_chromium
 def test_both_pages_read_on_a_phone(tmp_path: Path) -> None:
     """A phone lays out a page without a viewport tag at 980 px and shows it at 0.4 scale: each

@@ -127,6 +127,7 @@ def run_autograder(root: Path) -> DocumentedResults:
 # --------------------------------------------------------------- the zip
 
 
+@pytest.mark.kernel
 def test_the_zip_holds_gradescope_s_two_scripts_the_wheel_and_the_assignment_only(bundle: Path,
                                                                                   repo_root: Path) -> None:
     with zipfile.ZipFile(bundle) as z:
@@ -150,6 +151,7 @@ def test_the_zip_holds_gradescope_s_two_scripts_the_wheel_and_the_assignment_onl
     assert "Requires-Dist: jax==0.12.0.1" in meta
 
 
+@pytest.mark.kernel
 def test_both_scripts_parse_and_bundle_env_names_this_python_and_the_wheel(autograder: Path) -> None:
     source = autograder / "source"
     for script in ("setup.sh", "run_autograder"):
@@ -203,6 +205,7 @@ def test_one_wrong_function_scores_less_with_its_checks_failed(autograder: Path,
     ([], "has no notebook (.ipynb) or Python module (.py)"),
     (["ch2-jit.ipynb", "scratch/ch2-jit.py"], "has 2 notebooks or modules (ch2-jit.ipynb, scratch/ch2-jit.py)"),
 ], ids=["none", "two"])
+@pytest.mark.kernel
 def test_no_submission_or_two_score_zero_with_a_sentence(autograder: Path, files: list[str], expected: str) -> None:
     for name in files:
         (autograder / "submission" / name).parent.mkdir(exist_ok=True)
@@ -216,6 +219,7 @@ def test_no_submission_or_two_score_zero_with_a_sentence(autograder: Path, files
     assert sum(t.max_score for t in tests) == 100 and all(t.score == 0 for t in tests)  # Gradescope sees the points
 
 
+@pytest.mark.kernel
 def test_an_unreadable_notebook_is_the_student_s_error_not_the_grader_s(autograder: Path) -> None:
     (autograder / "submission" / "ch2-jit.ipynb").write_text("{ not json", encoding="utf-8")
     results = run_autograder(autograder)
@@ -223,6 +227,7 @@ def test_an_unreadable_notebook_is_the_student_s_error_not_the_grader_s(autograd
     assert "not a problem with your work" not in (results.output or "")
 
 
+@pytest.mark.kernel
 def test_a_broken_bundle_is_the_grader_s_fault_and_setup_sh_s_check_says_so(autograder: Path) -> None:
     env = {**os.environ, "GRADESCOPE_ROOT": str(autograder)}
     prepare = [sys.executable, "-m", "grader.gradescope.run", "--prepare"]

@@ -27,6 +27,9 @@ from grader.errors import UsageError
 THREE_WAYS = ("--assignments DIR", "GRADER_ASSIGNMENTS=DIR", "assignments/ subfolder")
 
 
+pytestmark = pytest.mark.kernel  # each test runs a grader installed in a venv of its own
+
+
 def _run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False, **kwargs)
 
@@ -91,7 +94,6 @@ def test_with_no_assignments_anywhere_the_error_says_the_three_ways(venv: Path, 
         assert all(way in lines[0] for way in THREE_WAYS), lines[0]
 
 
-@pytest.mark.kernel
 @pytest.mark.parametrize("way", ["--assignments", "GRADER_ASSIGNMENTS", "./assignments"])
 def test_told_where_the_installed_grader_gives_the_reference_full_marks(way: str, venv: Path, cwd: Path,
                                                                          repo_root: Path) -> None:

@@ -562,6 +562,7 @@ def _launcher_venv(where: Path, *wheels: Path) -> tuple[Path, dict[str, str]]:
     return venv, env
 
 
+@pytest.mark.kernel
 def test_grade_runs_the_notebook_s_pack_whichever_pack_installed_it_last(
         pack: Path, practice_pack: Path, tmp_path: Path) -> None:
     """The other order (ch2-practice's pack, then ch2-jit's): the `grade` script is ch2-jit's, and
@@ -630,6 +631,7 @@ def test_grade_runs_the_notebook_s_pack_whichever_pack_installed_it_last(
         "install it: %pip install jax_course_ch3_vmap-*.whl\n[]\n"), run.stdout
 
 
+@pytest.mark.kernel
 def test_the_course_s_three_packs_install_side_by_side_and_each_checks_its_own_notebook(
         pack: Path, practice_pack: Path, scan_pack: Path, tmp_path: Path, repo_root: Path) -> None:
     """ch2-scan's pack, then ch2-practice's, then ch2-jit's, into one Python: each reference notebook
@@ -679,6 +681,7 @@ def test_the_pack_s_grade_says_bad_usage_in_a_sentence_and_exits_2(tmp_path: Pat
     assert done.stdout == ""
 
 
+@pytest.mark.kernel
 def test_the_pack_s_grade_prints_the_instructor_s_view_and_json_and_exits_as_it(tmp_path: Path,
                                                                                  repo_root: Path) -> None:
     shutil.copy(repo_root / "solutions" / "ch2-jit.ipynb", tmp_path / "submit.ipynb")
@@ -756,6 +759,7 @@ def _running(pids: list[int]) -> list[int]:
     return alive
 
 
+@pytest.mark.kernel
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="counts processes in /proc")
 def test_the_pack_s_grade_stops_an_endless_loop_at_the_limit_and_on_ctrl_c(submission_from_reference) -> None:
     """A `lax.while_loop` that never ends, in the notebook's Python and in the exported program:

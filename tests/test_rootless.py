@@ -611,3 +611,28 @@ def test_what_a_removal_cannot_remove_is_said(tmp_path: Path, monkeypatch: pytes
     said = capsys.readouterr().err
     assert f"could not remove 1 entries of the scratch folder {scratch}" in said and "a/stuck" in said
     assert not (scratch / "a" / "gone").exists() and (scratch / "a" / "stuck").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root grader's sandboxes run as another user")
+def test_a_root_grader_sweeps_the_scratch_its_dead_predecessor_handed_to_the_sandbox_user() -> None:
+    """A root grader's scratch belongs to the sandbox's user (65534) once a kernel ran in it; a
+    root grader killed outright left those in /tmp, and the next one took only root's own."""
+    import subprocess
+    import tempfile
+
+    from grader import runtime_paths
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    folder = Path(tempfile.gettempdir()) / f"grade-{gone.pid}-{runtime_paths._namespace_tag()}abcdefgh"
+    (folder / "a" / "b").mkdir(parents=True)
+    (folder / "a" / "b" / "hidden-arguments").write_text("x")
+    for path in (folder, folder / "a", folder / "a" / "b", folder / "a" / "b" / "hidden-arguments"):
+        os.chown(path, runtime_paths.SANDBOX_UID, runtime_paths.SANDBOX_UID)
+    os.chmod(folder / "a", 0o311)  # enter but not list, as a kernel could leave it
+    try:
+        assert folder in runtime_paths.sweep_dead_scratch() or not folder.exists()
+        assert not folder.exists()
+    finally:
+        if folder.exists():
+            runtime_paths.remove_scratch(folder)

@@ -558,6 +558,7 @@ print(json.dumps(facts))
 """
 
 
+@pytest.mark.kernel
 @pytest.mark.skipif(NATIVE is None or not sys.platform.startswith("linux"), reason="no seccomp filter here")
 def test_loaded_in_a_child_a_shared_futex_never_sleeps_and_threads_and_jax_work(repo_root: Path) -> None:
     out = subprocess.run([sys.executable, "-c", FUTEX_CHILD, venv_file()], capture_output=True, text=True,

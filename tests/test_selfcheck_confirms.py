@@ -114,6 +114,7 @@ def test_what_the_self_check_leaves_to_the_hand_in_reveals_a_hidden_value_or_an_
     assert NEW_CHECKS <= seen
 
 
+@pytest.mark.kernel
 def test_the_reference_s_self_check_confirms_52_of_100_points_and_every_new_check(jit_ns, capsys,
                                                                                  monkeypatch) -> None:
     import grader.selfcheck

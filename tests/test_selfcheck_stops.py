@@ -44,6 +44,7 @@ INTERRUPTED = f"⏹ {TITLE}: stopped, as you asked, while `newton_sqrt` was runn
 # ------------------------------------------------------------------------ the limit, in a namespace
 
 
+@pytest.mark.kernel
 def test_an_endless_while_loop_stops_at_the_limit_and_the_next_self_check_works(tmp_path: Path) -> None:
     """In a process of its own (a hang fails the test instead of hanging it): the limit stops the
     loop with one sentence, the child that ran it is gone, and the next self-check is judged."""

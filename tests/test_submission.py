@@ -392,6 +392,7 @@ def test_odd_grader_metadata_names_nothing(tmp_path: Path, metadata: dict) -> No
 # ----------------------------------------------------------------------------- bounds
 
 
+@pytest.mark.kernel
 def test_a_module_of_300000_statements_runs_as_at_most_max_cells_cells(tmp_path: Path) -> None:
     from grader.submission import MAX_CELLS
 

@@ -192,6 +192,7 @@ def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Pat
     assert "always_raises raised" in solution.detail
 
 
+@pytest.mark.kernel
 def test_each_exercise_reports_its_domains_and_its_overfit_and_lookalike_verdicts(monkeypatch) -> None:
     """Per exercise, in the JSON and as a terminal row: the domain each declared argument is drawn
     from, and which overfit and lookalike mutants were killed. Here every grading is a report whose

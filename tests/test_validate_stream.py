@@ -48,6 +48,7 @@ class BackwardsExecutor:
             yield task, error_report(task, "not graded in this test")
 
 
+@pytest.mark.kernel
 def test_rows_arrive_as_each_item_is_judged_and_the_result_keeps_the_items_order(
         tmp_path: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = course_copy(tmp_path, repo_root, mutants=3)

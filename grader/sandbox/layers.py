@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from grader.atomic import write_atomic
 from grader.kernel import INSIDE as KERNEL_INSIDE  # each inside/ is defined once, beside its wing
-from grader.runtime_paths import remove_scratch, scratch_of, scratch_tag
+from grader.runtime_paths import SANDBOX_UID, remove_scratch, scratch_of, scratch_tag
 from grader.sandbox import seccomp
 from grader.sandbox.memory_watch import MemoryWatch
 from grader.verifier import INSIDE as VERIFIER_INSIDE
@@ -106,8 +106,8 @@ class SandboxPolicy:
     open_files: int = 1024
     tmp_bytes: int = 256 * 2**20  # size of the private /tmp
     scratch_bytes: int = 512 * 2**20  # size of the scratch tmpfs
-    uid: int = 65534
-    gid: int = 65534
+    uid: int = SANDBOX_UID
+    gid: int = SANDBOX_UID
     executables: Path | None = None  # compiled programs JAX may read (grader/sandbox/executables.py); read-only unless writable
     executables_writable: bool = False  # only to build them from a reference solution
 
