@@ -41,6 +41,8 @@ subcommands:
   grade gradescope-bundle ASSIGNMENT -o autograder.zip   the zip to upload to Gradescope
   grade pack ASSIGNMENT -o DIR     what students get: a self-check wheel without the answer key
   grade schema                     print the JSON Schema of assignment.toml
+  grade serve OUT -a ASSIGNMENT --roster FILE   the hand-in service (--host, --port, -j, --rate, --public)
+  grade tokens OUT --roster FILE   a token per student for grade serve (--reissue STUDENT..., -o FILE)
   --assignments DIR                any command: the folder of assignments (else $GRADER_ASSIGNMENTS, ./assignments)
 
 exit codes:
@@ -339,13 +341,15 @@ def _pack(argv: list[str]) -> int:
                 "assignment's public checks only, the template notebook and STUDENTS.md.")
     p.add_argument("assignment", metavar="ASSIGNMENT")
     p.add_argument("-o", "--outdir", type=Path, required=True, help="the folder to hand out")
+    p.add_argument("--hand-in-url", metavar="URL", help=(
+        "the course's hand-in service (grade serve), where the pack's `grade NOTEBOOK --hand-in` hands in"))
     args = p.parse_args(argv)
     from grader import assignment as assignments
     from grader.course.pack import build_pack
 
     if args.assignment not in assignments.available():
         raise assignments.not_found(args.assignment)
-    wheel = build_pack(args.assignment, args.outdir)
+    wheel = build_pack(args.assignment, args.outdir, hand_in_url=args.hand_in_url)
     print(f"{terminal(wheel, PATH_LIMIT)}\n{terminal(args.outdir / 'STUDENTS.md', PATH_LIMIT)}")
     return 0
 
@@ -380,6 +384,18 @@ def _gradescope_bundle(argv: list[str]) -> int:
     return cli_bundle(argv)
 
 
+def _serve(argv: list[str]) -> int:
+    from grader.serve.command import serve_command
+
+    return serve_command(Parser, argv, sandbox=lambda args: _check_isolation(args, batch=True))
+
+
+def _tokens(argv: list[str]) -> int:
+    from grader.serve.tokens import tokens_command
+
+    return tokens_command(Parser, argv)
+
+
 def _take_assignments(argv: list[str]) -> list[str]:
     """Apply and remove `--assignments DIR` / `--assignments=DIR` wherever it stands (before or
     after a subcommand or the paths, up to a `--`), so that every subcommand and the grading
@@ -409,7 +425,7 @@ def run(argv: list[str]) -> int:
     argv = _take_assignments(argv)
     subcommands = {"schema": _schema, "validate": _validate, "export": _export, "pack": _pack,  # a file: ./schema
                    "adjust": _adjust, "remove": _remove, "report": _report,
-                   "gradescope-bundle": _gradescope_bundle}
+                   "gradescope-bundle": _gradescope_bundle, "serve": _serve, "tokens": _tokens}
     if argv and argv[0] in subcommands:
         return subcommands[argv[0]](argv[1:])
     if not argv:

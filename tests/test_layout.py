@@ -28,7 +28,8 @@ RANKS = {
     "process": 5,  # sandbox, kernel (the client side), verifier (the client side)
     "pipeline": 6,  # grade_one, precompile, the self-check and the pack's grade, the views of a report
     "class": 7,  # batch, outputs, gradescope, course, term
-    "cli": 8,
+    "service": 8,  # serve: the hand-in service over a batch's folder
+    "cli": 9,
 }
 BASE = {"errors", "faults", "spec", "report", "values", "assignment",
         "cases", "domains", "atomic", "runtime_paths",
@@ -50,6 +51,8 @@ def rank(module: str) -> str:
         return "pipeline"
     if top in ("sandbox", "kernel", "verifier"):
         return "process"
+    if top == "serve":
+        return "service"
     if top in ("batch", "outputs", "gradescope", "course", "term", "__main__"):
         return "class" if top != "__main__" else "cli"
     raise AssertionError(f"{module}: no wing given in tests/test_layout.py's RANKS")

@@ -45,7 +45,7 @@ from grader.assignment import Assignment
 from grader.cases import Case, materialize
 from grader.errors import GraderError
 from grader.faults import instructor_code
-from grader.selfgrade.packs import GROUP
+from grader.selfgrade.packs import COURSE_FILE, GROUP
 from grader.submission import pack_distribution, pack_package
 from grader.values import to_wire
 
@@ -256,6 +256,17 @@ Your score is the one the grader gives when you hand in `{template}`. The course
 {course_jax}; with another version, the self-check says so once.
 """
 
+HANDING_IN = """
+## Handing in
+
+`grade {template} --hand-in` checks your notebook here, then hands it in to the course's hand-in
+service ({url}) and prints your grade: every check, the hidden ones too, as the course's grader
+gives it, usually within seconds. Your token (the course gives you one) goes in the file
+`~/.config/jax-course/token` (or pass `--token-file FILE`, or set `GRADE_TOKEN`); `grade` never
+prints it. You may hand in again: the last hand-in counts. The page {url}/ does the same from a
+browser, a phone's too, and shows your earlier hand-ins.
+"""
+
 
 PACK_SEED = 0  # the draw of a visible check's generator, written into the pack as literal rows
 
@@ -384,8 +395,14 @@ def _course_jax() -> str:
     return metadata.version("jax")
 
 
-def build_pack(name: str, out_dir: Path) -> Path:
-    """Write the wheel, the template and STUDENTS.md into `out_dir`; returns the wheel's path."""
+def build_pack(name: str, out_dir: Path, *, hand_in_url: str | None = None) -> Path:
+    """Write the wheel, the template and STUDENTS.md into `out_dir`; returns the wheel's path.
+    `hand_in_url`: the course's hand-in service (`grade serve`), where the pack's `grade --hand-in`
+    hands in (kept in the pack's course.json)."""
+    if hand_in_url is not None:
+        from grader.selfgrade.hand_in import address
+
+        hand_in_url = address(hand_in_url, "--hand-in-url")
     loaded = assignments.load(name)
     root = assignments.assignments_dir().parent
     template = root / "student_template" / f"{loaded.spec.id}.ipynb"
@@ -411,8 +428,8 @@ def build_pack(name: str, out_dir: Path) -> Path:
     (folder / "expected.json").write_text(json.dumps(expected_values(loaded, public)), encoding="utf-8")
     (folder / "references.py").write_text(rewrite_imports(REFERENCES, name), encoding="utf-8")
     (folder / "checks.py").write_text(CHECKS, encoding="utf-8")
-    course = json.dumps({"jax": _course_jax()})
-    (package / "_assignments" / "course.json").write_text(course, encoding="utf-8")
+    course = json.dumps({"jax": _course_jax(), **({"hand_in_url": hand_in_url} if hand_in_url else {})})
+    (package / "_assignments" / COURSE_FILE).write_text(course, encoding="utf-8")
     names = {"assignment": assignment_id, "distribution": pack_distribution(assignment_id), "package": name,
              "group": GROUP}
     (package / "__init__.py").write_text(PACKED_INIT.format(**names), encoding="utf-8")
@@ -422,9 +439,12 @@ def build_pack(name: str, out_dir: Path) -> Path:
     wheel = write_wheel(package, out_dir, pack_version(package), assignment_id)
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copy(template, out_dir / template.name)
-    (out_dir / "STUDENTS.md").write_text(STUDENTS.format(
-        title=loaded.spec.title, wheel=wheel.name, template=template.name, jax_minimum=JAX_MINIMUM,
-        python_minimum=PYTHON_MINIMUM, course_jax=_course_jax(), **names), encoding="utf-8")
+    students = STUDENTS.format(title=loaded.spec.title, wheel=wheel.name, template=template.name,
+                               jax_minimum=JAX_MINIMUM, python_minimum=PYTHON_MINIMUM, course_jax=_course_jax(),
+                               **names)
+    if hand_in_url:
+        students += HANDING_IN.format(url=hand_in_url, template=template.name)
+    (out_dir / "STUDENTS.md").write_text(students, encoding="utf-8")
     return wheel
 
 

@@ -9,6 +9,7 @@
       gradescope/<student>/results.json    Gradescope's results (--format gradescope)
       canvas.csv, moodle.csv               the LMS exports (grade export --canvas, --moodle)
       late.toml                            the instructor's late policy, read, never written
+      hand-ins/<student>/<id>.ipynb|.py    what `grade serve` accepted, one file a hand-in (grader/serve)
       .staging/COMMIT                      an update being committed (outputs/staging.py)
       .staging/DELETE                      the files that update deletes (a removed student's)
       .lock                                held by the command updating OUT
@@ -37,6 +38,8 @@ CANVAS_CSV = "canvas.csv"
 MOODLE_CSV = "moodle.csv"
 """Moodle's grade import."""
 LATE_POLICY = "late.toml"
+HAND_INS = "hand-ins"
+"""What `grade serve` keeps of each hand-in: the file as uploaded, under a name of the service's."""
 STAGING = ".staging"
 MANIFEST = "COMMIT"
 """Inside STAGING: the staged files, one a line; written last, it is the commit point."""
@@ -58,6 +61,12 @@ def feedback_file_name(student: str) -> str:
 def gradescope_results_name(student: str) -> str:
     """`OUT/<this>`: the student's Gradescope results (the id itself is inside)."""
     return f"{GRADESCOPE}/{student_file_stem(student)}/{GRADESCOPE_RESULTS}"
+
+
+def hand_in_file_name(student: str, hand_in: str, suffix: str) -> str:
+    """`OUT/<this>`: one hand-in's file (`hand_in` is the service's random id, `suffix` .ipynb or
+    .py): never a name the student chose."""
+    return f"{HAND_INS}/{student_file_stem(student)}/{hand_in}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,9 @@ class OutputFolder:
 
     def report(self, student: str) -> Path:
         return self.root / report_file_name(student)
+
+    def hand_in(self, student: str, hand_in: str, suffix: str) -> Path:
+        return self.root / hand_in_file_name(student, hand_in, suffix)
 
     def feedback(self, student: str) -> Path:
         return self.root / feedback_file_name(student)

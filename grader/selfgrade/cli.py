@@ -10,6 +10,11 @@ hand in". The options and exit codes are the instructor's `grade`'s for one file
 0 checked; 1 a score below --fail-under; 2 bad usage or an unreadable notebook; 3 the grader
 could not run; 130 Ctrl-C; 143 SIGTERM; 141 the output's reader left. Ctrl-C stops the notebook's
 process at once.
+
+With `--hand-in`, the notebook checked here is then handed in to the course's hand-in service
+(`grader.selfgrade.hand_in`), and the exit code is the verdict's: 0 graded (1 below --fail-under),
+2 refused (the service's sentence), 3 not handed in or not graded, 130 (143) Ctrl-C (SIGTERM) while
+waiting.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import interrupts
-from grader.errors import UsageError
-from grader.inert import PATH_LIMIT, terminal
+from grader.errors import KernelStartFailed, UsageError
+from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
 from grader.selfgrade import packs
 from grader.usage import Parser, exit_status
 
@@ -39,6 +44,10 @@ exit codes:
   2  bad usage, or a file that is not a notebook of this assignment (one sentence on stderr)
   3  the grader could not run (Python could not start, or a bug: please report it)
   130, 143  interrupted (Ctrl-C), terminated (SIGTERM)
+with --hand-in, the verdict's: 0 graded (1 below --fail-under), 2 the hand-in was refused (the
+service's sentence), 3 the service could not be reached (nothing handed in) or did not grade it
+(hand in again), 130 or 143 Ctrl-C or SIGTERM while waiting (the hand-in stays: its verdict is on
+the hand-in page)
 """
 
 
@@ -84,7 +93,22 @@ def _parser() -> argparse.ArgumentParser:
         "seconds allowed per cell, per exercise's checks and per check (overrides the assignment's limits)"))
     p.add_argument("--fail-under", type=float, metavar="PERCENT",
                    help="exit 1 if the score is below this percentage")
+    p.add_argument("--hand-in", nargs="?", const="", metavar="URL", help=(
+        "after checking, hand the notebook in to the course's hand-in service and print its verdict "
+        "(URL: the service's address; default: the one your pack was made with)"))
+    p.add_argument("--token-file", type=Path, metavar="FILE", help=(
+        "with --hand-in: the file holding your token (default: $GRADE_TOKEN, else ~/.config/jax-course/token)"))
     return p
+
+
+def _hand_in_address(argv: list[str]) -> list[str]:
+    """`--hand-in submit.ipynb`: the notebook, not an address (the pack's address is meant)."""
+    out = list(argv)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--hand-in" and out[i + 1].lower().endswith((".ipynb", ".py")) and "://" not in out[i + 1]:
+            out[i] = "--hand-in="
+            break
+    return out
 
 
 class _Progress:
@@ -148,12 +172,13 @@ def run(argv: list[str]) -> int:
     if argv[0] in INSTRUCTOR_COMMANDS and not Path(argv[0]).exists():
         raise UsageError(f"`grade {argv[0]}` is the instructor's command; the student pack's grade checks "
                          "your notebook: grade NOTEBOOK.ipynb")
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_hand_in_address(argv))
     if len(args.paths) > 1:
         raise UsageError("the student pack's grade checks one notebook at a time: grade NOTEBOOK.ipynb")
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     path = Path(args.paths[0])
+    service = _service(args)
     assignment = args.assignment
     own = packs.this_pack()
     if own is not None:  # a pack grades with its own assignment folder, and only its assignment
@@ -171,6 +196,12 @@ def run(argv: list[str]) -> int:
 
         report = grade_notebook(path, assignment=assignment, timeout=args.timeout, on_stage=progress,
                                 first=first)
+    except KernelStartFailed as exc:  # this machine's Python failed, not the notebook: the service may not
+        if service is None:
+            raise
+        progress.close()
+        print(f"grade: {terminal(exc, MESSAGE_LIMIT)}; handing in without checking here", file=sys.stderr)
+        return _handed_in(path, service, args)
     finally:
         progress.close()
         if first is not None:
@@ -182,13 +213,38 @@ def run(argv: list[str]) -> int:
 
         shown = write_page(report, read_submission(path).cells, args.html)
         print(f"feedback: {terminal(shown, PATH_LIMIT)}", file=sys.stderr if args.json == "-" else sys.stdout)
-    return 1 if _below(report, args.fail_under) else 0
+    if service is not None:
+        return _handed_in(path, service, args)
+    return 1 if _below(report.score, report.max_score, args.fail_under) else 0
 
 
-def _below(report: Report, fail_under: float | None) -> bool:
-    if fail_under is None or report.max_score == 0:
+def _service(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(address, token) of the hand-in service when --hand-in asks for one, checked before the
+    notebook is: a bad address or a missing token is said at once."""
+    if args.hand_in is None:
+        if args.token_file is not None:
+            raise UsageError("--token-file is for handing in: add --hand-in")
+        return None
+    if args.json == "-":
+        raise UsageError("--hand-in prints the verdict: write the report to a file with --json FILE, not -")
+    from grader.selfgrade.hand_in import read_token, service_url
+
+    return service_url(args.hand_in), read_token(args.token_file)
+
+
+def _handed_in(path: Path, service: tuple[str, str], args: argparse.Namespace) -> int:
+    """Hand `path` in and print the verdict: 0, or 1 when it is below --fail-under."""
+    from grader.selfgrade.hand_in import hand_in
+
+    print()
+    score, max_score = hand_in(path, *service, verbose=args.verbose)
+    return 1 if _below(score, max_score, args.fail_under) else 0
+
+
+def _below(score: float, max_score: float, fail_under: float | None) -> bool:
+    if fail_under is None or max_score == 0:
         return False
-    return 100.0 * report.score / report.max_score < fail_under
+    return 100.0 * score / max_score < fail_under
 
 
 def _elsewhere(argv: list[str]) -> tuple[str, dict[str, str]] | None:
@@ -200,7 +256,8 @@ def _elsewhere(argv: list[str]) -> tuple[str, dict[str, str]] | None:
         return None
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            args = _parser().parse_args(argv)  # --help and --version exit here: this pack says them
+            # --help and --version exit here: this pack says them
+            args = _parser().parse_args(_hand_in_address(argv))
     except (UsageError, SystemExit):
         return None
     if len(args.paths) != 1:

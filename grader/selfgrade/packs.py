@@ -29,6 +29,9 @@ from grader.errors import GraderError
 from grader.submission import pack_distribution, pack_package
 
 GROUP = "jax_course.packs"
+COURSE_FILE = "course.json"
+"""What the pack says of its course, beside its assignment folders: the JAX it grades with, the
+hand-in service's address."""
 
 
 def this_pack() -> str | None:
@@ -46,6 +49,19 @@ def packed_folder(assignment: str) -> Path:
     """This pack's folder of its assignment: a pack grades with its own, never with an
     `assignments/` folder of the working directory or `$GRADER_ASSIGNMENTS`."""
     return assignments.PACKED_DIR / assignment
+
+
+def hand_in_url() -> str | None:
+    """The address of the course's hand-in service this pack was made with (`grade pack
+    --hand-in-url`, kept in its course.json); None without one, and in this checkout."""
+    import json
+
+    try:
+        said = json.loads((assignments.PACKED_DIR / COURSE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    url = said.get("hand_in_url") if isinstance(said, dict) else None
+    return url if isinstance(url, str) and url else None
 
 
 def installed() -> dict[str, str]:

@@ -327,8 +327,7 @@ def _canvas_layout(sheet: _Sheet, path: Path) -> _Layout:
         raise UsageError(f"{path} is empty")
     header = sheet.records[0].values
     two_names = header[:2] == ["LastName", "FirstName"]
-    if not (("Student" in header[0] and len(header) > 1 and "ID" in header[1]) or two_names) \
-            or "Section" not in header:
+    if not _canvas_header(header):
         raise UsageError(f"{path} is not a Canvas gradebook export: its first row should begin with "
                          "Student, ID, ... Section (Grades, Export, CSV)")
     for record in sheet.records[1:]:
@@ -346,6 +345,13 @@ def _canvas_layout(sheet: _Sheet, path: Path) -> _Layout:
                   if _ASSIGNMENT_HEADER.match(header[i]) and not _COMPUTED.search(header[i])
                   and not (points and re.search(r"read\s+only", points.values[i]))]
     return _Layout(header, candidates, points, students)
+
+
+def _canvas_header(header: list[str]) -> bool:
+    """Whether a first row is a Canvas gradebook export's: Student, ID (or LastName, FirstName), ... Section."""
+    two_names = header[:2] == ["LastName", "FirstName"]
+    return bool(header) and (("Student" in header[0] and len(header) > 1 and "ID" in header[1]) or two_names) \
+        and "Section" in header
 
 
 def _is_student(record: _Record) -> bool:
@@ -392,6 +398,19 @@ def canvas_roster(path: Path) -> frozenset[str]:
     is when its name reads several ways (lms_names.read)."""
     layout = _canvas_layout(_read_sheet(path), path)
     return frozenset(row.user_id for row in layout.students if row.user_id)
+
+
+def roster_students(path: Path) -> list[str] | None:
+    """The students of a Canvas gradebook export, each by the id a batch's student matches first
+    (`_find_id`): SIS Login ID, else SIS User ID, else Canvas's user id; the test student left
+    out. None when the file is not a Canvas export (its first row is not Canvas's header)."""
+    sheet = _read_sheet(path)
+    if not sheet.records or not _canvas_header(sheet.records[0].values):
+        return None
+    layout = _canvas_layout(sheet, path)
+    ids = [(row.login.strip() or row.sis_user_id.strip() or row.user_id) for row in layout.students
+           if row.name != _TEST_STUDENT]
+    return [i for i in ids if i]
 
 
 def stored_canvas_roster(out_dir: Path) -> frozenset[str] | None:

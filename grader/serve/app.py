@@ -1,0 +1,284 @@
+"""The hand-in service's HTTP side: the routes of docs/hand-in-service.md in one Starlette app.
+
+    GET  /                           the hand-in page (grader/serve/page.py)
+    GET  /healthz                    {"ok": true}
+    POST /api/hand-ins               a file in, 202 HandInReply (413, 400, 429: one sentence each)
+    GET  /api/hand-ins               the student's hand-ins, oldest first
+    GET  /api/hand-ins/{id}          one of them, with its report as the student sees it
+    GET  /api/hand-ins/{id}/feedback its feedback page
+
+Every /api request names its student by the token in `Authorization: Bearer` (401 without one the
+course issued); a student sees only their own hand-ins, and an id of another's gets the answer an
+unknown id gets (404). The app holds no state of its own but `app.state.serving` (the job table,
+the tokens, the rate limits and the grading service, started and stopped by the lifespan);
+blocking work (SQLite, reading and storing files) runs off the event loop. Anything a route did
+not expect is one sentence and a 500 for the client, and a traceback on the service's stderr for
+the instructor, never the other way round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from grader.inert import terminal
+from grader.outputs.names import OutputFolder
+from grader.serve import limits
+from grader.serve.jobs import Accepted, JobTable, new_id
+from grader.serve.limits import Buckets, RateLimit
+from grader.serve.models import ErrorBody, HandInList, HandInReply, HandInStatus, HandInSummary, Health, Job
+from grader.serve.publish import Publisher
+from grader.serve.security import Guard
+from grader.serve.service import Service
+from grader.serve.student_view import feedback_page, page_policy, student_view
+from grader.serve.tokens import Tokens
+from grader.serve.uploads import Refused, check, read_form, shown_name, store, suffix_of
+
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+@dataclass
+class Serving:
+    """What the routes use: set up by `grade serve` (grader/serve/command.py) before the app starts."""
+
+    out_dir: Path
+    assignment: str  # the assignment's id
+    assignment_folder: Path
+    jobs: JobTable
+    tokens: Tokens
+    service: Service
+    publisher: Publisher
+    rate: RateLimit
+
+    def __post_init__(self) -> None:
+        self.hand_ins = Buckets(self.rate)
+        self.requests = Buckets(limits.REQUESTS)
+
+
+class _Refusal(Exception):
+    def __init__(self, status: int, sentence: str, headers: dict[str, str] | None = None):
+        super().__init__(sentence)
+        self.status, self.sentence, self.headers = status, sentence, headers or {}
+
+
+def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(model.model_dump_json(), status_code=status, headers=headers, media_type="application/json")
+
+
+def _error(status: int, sentence: str, headers: dict[str, str] | None = None) -> Response:
+    return _json(ErrorBody(error=sentence), status, headers)
+
+
+def _serving(request: Request) -> Serving:
+    return request.app.state.serving
+
+
+def _student(request: Request) -> str:
+    """Whose token the request carries (401 otherwise), within their request budget (429)."""
+    serving = _serving(request)
+    scheme, _, token = request.headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _Refusal(401, "send your hand-in token: Authorization: Bearer <token> (your course gave you one)",
+                       {"WWW-Authenticate": "Bearer"})
+    student = serving.tokens.student(token.strip())
+    if student is None:
+        raise _Refusal(401, "this token is not one the course issued, or it was replaced: ask your instructor "
+                            "for yours", {"WWW-Authenticate": "Bearer"})
+    wait = serving.requests.take(student)
+    if wait:
+        raise _Refusal(429, f"too many requests: wait {limits.retry_after(wait)} s",
+                       {"Retry-After": str(limits.retry_after(wait))})
+    return student
+
+
+def _job_of(serving: Serving, student: str, job_id: str) -> Job:
+    """The student's job, or the 404 an unknown id gets (another student's id is unknown to them)."""
+    job = serving.jobs.get(job_id, student) if set(job_id) <= _ID_CHARS and 0 < len(job_id) <= 64 else None
+    if job is None:
+        raise _Refusal(404, "no hand-in of yours has this id")
+    return job
+
+
+# ---------------------------------------------------------------------------- sentences
+
+
+def _message(job: Job, position: int | None) -> str:
+    if job.state == "queued":
+        return (f"queued: {position} hand-in(s) ahead of yours" if position else "queued: yours is next")
+    if job.state == "running":
+        return "being graded"
+    if job.state == "graded":
+        if job.reason:  # the student's file could not be graded: their report says why
+            return f"graded, but not gradable: {job.reason.replace(job.path, job.file_name)}"
+        return f"graded: {job.score:g} / {job.max_score:g}"
+    if job.state == "not_graded":
+        why = job.reason or "the grading machine failed"
+        return f"not graded: {why}; hand in again (this costs no attempt)"
+    return "replaced by your later hand-in, which is graded instead (only the latest one waiting is graded)"
+
+
+def _summary(serving: Serving, job: Job) -> HandInSummary:
+    position = serving.jobs.position(job) if job.state == "queued" else None
+    graded = job.state == "graded"
+    return HandInSummary(id=job.id, state=job.state, message=_message(job, position), position=position,
+                         score=job.score if graded else None, max_score=job.max_score if graded else None)
+
+
+def _status(serving: Serving, job: Job) -> HandInStatus:
+    report = serving.jobs.report(job.id) if job.state == "graded" else None
+    shown = student_view(report, job.path, job.file_name) if report is not None else None
+    return HandInStatus(**_summary(serving, job).model_dump(), report=shown)
+
+
+def _reply(accepted: Accepted, student: str) -> HandInReply:
+    if accepted.behind:
+        said = "handed in: your previous hand-in is being graded, and this one is graded right after it"
+    else:
+        said = "handed in: it is queued and graded as soon as a worker is free"
+    if accepted.superseded:
+        said += "; it replaces your earlier hand-in that was still waiting (only the latest is graded)"
+    return HandInReply(id=accepted.id, student=student, superseded=accepted.superseded, message=said)
+
+
+# ---------------------------------------------------------------------------- routes
+
+
+async def hand_in(request: Request) -> Response:
+    serving = _serving(request)
+    student = await run_in_threadpool(_student, request)
+    wait = serving.hand_ins.take(student)
+    if wait:
+        raise _Refusal(429, limits.too_many(wait, serving.rate), {"Retry-After": str(limits.retry_after(wait))})
+    form = await read_form(request)
+    try:
+        upload = form.get("file")
+        file_name = shown_name(upload.filename)
+        suffix = suffix_of(upload.filename)
+        job_id = new_id()
+        path = OutputFolder(serving.out_dir).hand_in(student, job_id, suffix)
+        sha256 = await run_in_threadpool(store, upload.file, path)
+    finally:
+        await form.close()
+    try:
+        await run_in_threadpool(check, path, file_name, serving.assignment, serving.assignment_folder)
+        accepted = await run_in_threadpool(serving.jobs.accept, job_id=job_id, student=student,
+                                           assignment=serving.assignment, path=str(path), file_name=file_name,
+                                           sha256=sha256)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    serving.service.wake()
+    return _json(_reply(accepted, student), 202)
+
+
+async def list_hand_ins(request: Request) -> Response:
+    serving = _serving(request)
+
+    def listed() -> HandInList:
+        student = _student(request)
+        return HandInList(student=student, assignment=serving.assignment,
+                          hand_ins=[_summary(serving, job) for job in serving.jobs.of_student(student)])
+
+    return _json(await run_in_threadpool(listed))
+
+
+async def one_hand_in(request: Request) -> Response:
+    serving = _serving(request)
+
+    def status() -> HandInStatus:
+        return _status(serving, _job_of(serving, _student(request), request.path_params["id"]))
+
+    return _json(await run_in_threadpool(status))
+
+
+async def feedback(request: Request) -> Response:
+    serving = _serving(request)
+
+    def page() -> str:
+        job = _job_of(serving, _student(request), request.path_params["id"])
+        report = serving.jobs.report(job.id) if job.state == "graded" else None
+        if report is None:
+            raise _Refusal(404, f"this hand-in has no feedback page: it is {job.state.replace('_', ' ')}")
+        return feedback_page(student_view(report, job.path, job.file_name), Path(job.path))
+
+    html = await run_in_threadpool(page)
+    return HTMLResponse(html, headers={"Content-Security-Policy": page_policy(html)})
+
+
+async def home(request: Request) -> Response:
+    try:
+        from grader.serve import page
+    except ImportError:
+        return _error(404, "the hand-in page is not installed here: hand in with `grade FILE --hand-in`")
+    nonce = secrets.token_urlsafe(16)
+    policy = getattr(page, "content_security_policy", None)
+    csp = policy(nonce) if policy else (f"default-src 'self'; script-src 'nonce-{nonce}'; "
+                                        f"style-src 'nonce-{nonce}'; frame-ancestors 'none'")
+    title = _serving(request).assignment
+    return HTMLResponse(page.hand_in_page(nonce=nonce, title=title),
+                        headers={"Content-Security-Policy": csp, "Cache-Control": "no-store"})
+
+
+async def healthz(request: Request) -> Response:
+    return _json(Health())
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, (_Refusal, Refused))
+    return _error(exc.status, exc.sentence, exc.headers)
+
+
+async def _http(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    sentence = {404: "there is nothing at this address", 405: "this address does not take that method"}.get(
+        exc.status_code, "this request could not be handled")
+    return _error(exc.status_code, sentence, dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """A bug of the service's: the student gets a sentence; uvicorn logs the traceback for the instructor."""
+    where = f"{terminal(request.method, 20)} {terminal(request.url.path, 200)}"
+    print(f"grade serve: {where} failed (a bug of the service; its traceback follows)", file=sys.stderr)
+    return _error(500, "the service failed on this request; try again, and tell your instructor if it lasts")
+
+
+def build_app(serving: Serving, *, origins: list[str], any_host: bool) -> Starlette:
+    """The app: routes, the security guard around them, and a lifespan that starts and stops
+    the grading service and the publisher."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        serving.publisher.start()
+        serving.service.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(serving.service.stop)
+            await run_in_threadpool(serving.publisher.stop)
+
+    app = Starlette(
+        routes=[Route("/", home), Route("/healthz", healthz),
+                Route("/api/hand-ins", hand_in, methods=["POST"]),
+                Route("/api/hand-ins", list_hand_ins, methods=["GET"]),
+                Route("/api/hand-ins/{id}", one_hand_in, methods=["GET"]),
+                Route("/api/hand-ins/{id}/feedback", feedback, methods=["GET"])],
+        exception_handlers={_Refusal: _refused, Refused: _refused, HTTPException: _http, Exception: _unexpected},
+        lifespan=lifespan)
+    app.state.serving = serving
+    app.add_middleware(Guard, origins=origins, any_host=any_host)
+    return app

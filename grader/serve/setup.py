@@ -1,0 +1,104 @@
+"""Everything `grade serve` sets up before it listens, each check one sentence when it fails.
+
+The assignment (as `-a` gives it: an id, or a folder of the instructor's); the roster and the
+tokens issued from it (no token at all: nobody could hand in, so it refuses); OUT's gradebook,
+which must not hold another assignment's grades; the batch's one seed for life, drawn now if OUT
+has none (grader/batch/seed.py); the job table and its reaper; the options every hand-in is graded
+with, the same as a batch's; the workers, the grading loop and the publisher, not started yet (the
+app's lifespan starts them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from grader.errors import UsageError
+from grader.inert import terminal
+from grader.serve.app import Serving
+
+
+class Prepared(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    serving: Serving
+    notes: str = ""  # what the start line adds: hand-ins put back in the queue, students without a token
+
+
+def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: bool, workers: int,
+            per_minute: float, burst: int, deadline_s: float | None, scheduler: str | None = None) -> Prepared:
+    """Check and set up the service on OUT (whose lock the caller holds)."""
+    from grader import assignment as assignments
+    from grader.assignment.digest import assignment_digest
+    from grader.batch.seed import choose_seed
+    from grader.options import GradeOptions
+    from grader.outputs.gradebook import Gradebook
+    from grader.outputs.names import OutputFolder
+    from grader.serve.backends import Backend, LocalBackend
+    from grader.serve.jobs import JobTable
+    from grader.serve.limits import RateLimit
+    from grader.serve.publish import Publisher
+    from grader.serve.roster import read_roster
+    from grader.serve.service import Service, deadline_for, instance_name
+    from grader.serve.tokens import Tokens
+
+    folder = assignments.resolve(assignment).resolve()
+    loaded = assignments.load(assignment)
+    spec = loaded.spec
+    roster = read_roster(roster_file)
+    path = OutputFolder(out_dir).gradebook
+    with Gradebook(path) as book:
+        others = sorted({r[0] for r in book.connection.execute("SELECT DISTINCT assignment FROM submissions")}
+                        - {spec.id})
+        if others:
+            raise UsageError(f"{terminal(out_dir)} holds grades of {terminal(others[0], 60)}: serve {spec.id} "
+                             "into a folder of its own")
+        tokens = Tokens.load(book.connection, roster)
+        if not len(tokens):
+            raise UsageError(f"no student of the roster has a token for {terminal(out_dir)} yet: run "
+                             f"grade tokens {terminal(out_dir)} --roster {terminal(roster_file)} first")
+        recorded = book.seed()
+        choice = choose_seed(recorded or book.seed_most_graded_with(), None, False, whole_batch=False)
+        if choice.new or recorded is None:
+            book.record_seed(choice.draw)
+        has_rows = bool(book.students())
+    jobs = JobTable(path)
+    worker = instance_name()
+    again, lost = jobs.reap(worker)
+    options = GradeOptions(assignment=assignment, seed=choice.seed, sandbox=sandboxed)
+    publisher = Publisher(out_dir)
+    if has_rows or again or lost:
+        publisher.changed()  # the outputs may be a rebuild behind (a run that was killed)
+
+    def ahead() -> None:
+        """What a batch does before its first grading: the reference's compiled programs and fingerprints."""
+        from grader import precompile
+        from grader.term import reference_programs
+
+        try:
+            precompile.ensure(loaded, sandbox=sandboxed)
+            reference_programs.ensure(loaded, options)
+        except Exception:  # noqa: BLE001 - both are caches: grading goes on without them, as a batch's does
+            pass
+
+    if scheduler:  # the workers of a Dask scheduler, checked now (grader/serve/dask_backend.py)
+        from grader.serve.dask_backend import DaskBackend
+
+        backend: Backend = DaskBackend(scheduler, sandbox=sandboxed, shared=[str(path)])
+    else:
+        backend = LocalBackend(workers, sandbox=sandboxed)
+    service = Service(jobs=jobs, backend=backend, publisher=publisher,
+                      options=options, assignment_digest=assignment_digest(folder),
+                      deadline_s=deadline_s or deadline_for(spec), worker=worker, prepare=ahead)
+    serving = Serving(out_dir=out_dir, assignment=spec.id, assignment_folder=folder, jobs=jobs, tokens=tokens,
+                      service=service, publisher=publisher, rate=RateLimit(per_minute=per_minute, burst=burst))
+    notes = []
+    if again:
+        notes.append(f"{again} hand-in(s) a stopped run was grading queued again")
+    if lost:
+        notes.append(f"{lost} hand-in(s) not graded (three runs stopped while grading each)")
+    missing = len(roster) - len(tokens)
+    if missing:
+        notes.append(f"{missing} student(s) of the roster without a token: stop the service, run grade tokens")
+    return Prepared(serving=serving, notes="".join(f"; {n}" for n in notes))

@@ -1,0 +1,247 @@
+"""The servers of the hand-in tests, each real on a loopback port: the hand-in service itself,
+started as an instructor starts it (`grade tokens`, then `grade serve OUT -a ch2-jit --roster
+FILE --port 0`: `real_service`), and a stand-in that speaks the same HTTP API with verdicts made up
+on the spot (uvicorn in a thread, as httpx's own tests run theirs: `serving`), for what the real
+service cannot be made to do on demand: a hand-in that stays queued, one the machine fails, a
+redirect, a sentence with markup in it.
+
+The stand-in's jobs move one state per poll (queued, running, then its `outcome`), so a test never
+waits on a clock; `hold` keeps them queued.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from grader.report import CheckResult, ExerciseResult, Isolation, Report, SubmissionRef, environment
+from grader.serve.page import content_security_policy, hand_in_page
+
+UNKNOWN_TOKEN = "This token is not one the course issued: use the token your course gave you."
+NOT_FOUND = "There is no hand-in of yours with that id."
+
+
+class _Quiet(uvicorn.Server):
+    def install_signal_handlers(self) -> None:  # older uvicorn; newer ones leave threads' signals alone
+        pass
+
+
+@contextmanager
+def serving(app: object, timeout: float = 30.0) -> Iterator[str]:
+    """`app` served on a free loopback port for the block; its base URL (no trailing slash)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = _Quiet(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        assert thread.is_alive(), "the server stopped while starting"
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+        sock.close()
+
+
+@dataclass
+class RealService:
+    """`grade serve` running: its address, the token of each student of its roster, its OUT."""
+
+    url: str
+    tokens: dict[str, str]
+    out: Path
+
+
+GRADE = [sys.executable, "-m", "grader"]
+_ADDRESS = re.compile(r"^grade serve: (http://127\.0\.0\.1:\d+)/ ", re.M)
+
+
+@contextmanager
+def real_service(where: Path, students: tuple[str, ...], timeout: float = 120.0) -> Iterator[RealService]:
+    """The hand-in service for ch2-jit, started by its one command on a free loopback port (its
+    address read from the line it prints), up once /healthz answers; stopped with Ctrl-C as an
+    instructor stops it (its workers with it), killed if it will not stop."""
+    roster = where / "roster.txt"
+    roster.write_text("".join(f"{s}\n" for s in students), encoding="utf-8")
+    out = where / "OUT"
+    issued = subprocess.run([*GRADE, "tokens", str(out), "--roster", str(roster)], capture_output=True,
+                            text=True, timeout=timeout)
+    assert issued.returncode == 0, issued.stderr
+    tokens = {row[0]: row[1] for row in csv.reader(io.StringIO(issued.stdout)) if row and row[0] != "student"}
+    assert sorted(tokens) == sorted(students), issued.stdout.splitlines()[:1]
+    said, errors = where / "serve.out", where / "serve.err"
+    with open(said, "w") as stdout, open(errors, "w") as stderr:
+        process = subprocess.Popen([*GRADE, "serve", str(out), "-a", "ch2-jit", "--roster", str(roster),
+                                    "--port", "0", "--no-sandbox"], stdout=stdout, stderr=stderr,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not (found := _ADDRESS.search(said.read_text(encoding="utf-8"))):
+            assert process.poll() is None, errors.read_text(encoding="utf-8")
+            assert time.monotonic() < deadline, "grade serve printed no address"
+            time.sleep(0.05)
+        url = found.group(1)
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=5, trust_env=False).json() == {"ok": True}:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, errors.read_text(encoding="utf-8")
+            time.sleep(0.05)
+        yield RealService(url=url, tokens=tokens, out=out)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # Ctrl-C: it stops its workers and says so
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def refusal(url: str, token: str) -> str:
+    """The sentence the service answers a request with this token with (its 401's, for a wrong one)."""
+    answer = httpx.get(f"{url}/api/hand-ins", headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                       trust_env=False)
+    assert answer.status_code == 401, answer.text
+    return answer.json()["error"]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def made_up_report(filename: str, data: bytes, student: str) -> Report:
+    """A graded report at full marks, as the service would send it (the student's view)."""
+    check = CheckResult(id="tax.visible", title="tax on the notebook's incomes", status="passed", score=100,
+                        max_score=100, hidden=False, message=None)
+    return Report(assignment="ch2-jit", submission=SubmissionRef(
+        path=filename, sha256=hashlib.sha256(data).hexdigest(), kind="notebook"), student=student,
+        status="graded", score=100, max_score=100, seed=3, duration_s=0.4, environment=environment(),
+        exercises=[ExerciseResult(id="tax", title="Exercise 1: progressive tax", score=100, max_score=100,
+                                  checks=[check])],
+        isolation=Isolation(sandboxed=False, layers=[]))
+
+
+@dataclass
+class StandIn:
+    """The stand-in service's state: tokens, jobs, and what each test asks of it."""
+
+    outcome: str = "graded"  # what a job ends as: graded, not_graded
+    hold: bool = False  # jobs stay queued
+    tokens: dict[str, str] = field(default_factory=lambda: {secrets.token_urlsafe(24): "alice"})
+    jobs: dict[str, dict] = field(default_factory=dict)
+    polled: dict[str, int] = field(default_factory=dict)  # job id -> status requests seen
+    headers_seen: list[dict[str, str]] = field(default_factory=list)
+    refusal: str = UNKNOWN_TOKEN  # the 401's sentence
+
+    @property
+    def token(self) -> str:
+        return next(iter(self.tokens))
+
+    def student(self, request: Request) -> str | None:
+        self.headers_seen.append(dict(request.headers))
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return self.tokens.get(token) if scheme == "Bearer" else None
+
+    def app(self) -> Starlette:
+        async def page(request: Request) -> Response:
+            nonce = secrets.token_urlsafe(16)
+            return HTMLResponse(hand_in_page(nonce=nonce, title="ch2-jit"),
+                                headers={"Content-Security-Policy": content_security_policy(nonce)})
+
+        async def hand_ins(request: Request) -> Response:
+            student = self.student(request)
+            if student is None:
+                return JSONResponse({"error": self.refusal}, 401)
+            if request.method == "GET":
+                return JSONResponse({"student": student, "assignment": "ch2-jit", "hand_ins": [
+                    {k: v for k, v in self.view(job).items() if k != "report"}
+                    for job in self.jobs.values() if job["student"] == student]})
+            async with request.form() as form:  # its files closed after
+                upload = form.get("file")
+                named = "" if upload is None or isinstance(upload, str) else upload.filename or ""
+                if not named.endswith((".ipynb", ".py")):
+                    return JSONResponse({"error": "Hand in one notebook (.ipynb) or module (.py)."}, 400)
+                data = await upload.read()
+            job_id = secrets.token_hex(8)
+            self.jobs[job_id] = {"id": job_id, "student": student, "state": "queued", "filename": upload.filename,
+                                 "data": data}
+            return JSONResponse({"id": job_id, "state": "queued", "student": student, "superseded": None,
+                                 "message": "Handed in; it is queued for grading."}, 202)
+
+        async def status(request: Request) -> Response:
+            student = self.student(request)
+            if student is None:
+                return JSONResponse({"error": self.refusal}, 401)
+            job = self.jobs.get(request.path_params["id"])
+            if job is None or job["student"] != student:
+                return JSONResponse({"error": NOT_FOUND}, 404)
+            self.polled[job["id"]] = self.polled.get(job["id"], 0) + 1
+            if not self.hold:
+                job["state"] = {"queued": "running", "running": self.outcome}.get(job["state"], job["state"])
+            return JSONResponse(self.view(job))
+
+        async def feedback(request: Request) -> Response:
+            from grader.views.page import page
+
+            student = self.student(request)
+            job = self.jobs.get(request.path_params["id"])
+            if student is None or job is None or job["student"] != student or job["state"] != "graded":
+                return JSONResponse({"error": NOT_FOUND}, 404)
+            return HTMLResponse(page(made_up_report(job["filename"], job["data"], student), []))
+
+        return Starlette(routes=[Route("/", page), Route("/api/hand-ins", hand_ins, methods=["GET", "POST"]),
+                                 Route("/api/hand-ins/{id}", status),
+                                 Route("/api/hand-ins/{id}/feedback", feedback)])
+
+    def view(self, job: dict) -> dict:
+        graded = job["state"] == "graded"
+        report = made_up_report(job["filename"], job["data"], job["student"]) if graded else None
+        message = {"queued": "Queued for grading.", "running": "Being graded.",
+                   "graded": "Graded: 100 / 100.",
+                   "not_graded": "not graded: the grading machine failed; hand in again"}[job["state"]]
+        return {"id": job["id"], "state": job["state"], "message": message,
+                "position": 0 if job["state"] == "queued" else None,
+                "report": report.model_dump(mode="json") if report else None,
+                "score": report.score if report else None, "max_score": report.max_score if report else None}
+
+
+def redirecting(target: str) -> Starlette:
+    """A server that sends every request elsewhere (a proxy's http -> https, say)."""
+
+    async def away(request: Request) -> Response:
+        return Response(status_code=307, headers={"Location": f"{target}{request.url.path}"})
+
+    return Starlette(routes=[Route("/{path:path}", away, methods=["GET", "POST"])])
