@@ -11,6 +11,7 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +19,10 @@ from pathlib import Path
 
 def chromium() -> str | None:
     return next((c for c in ("chromium", "chromium-browser", "google-chrome") if shutil.which(c)), None)
+
+
+PLACE_FDS = ("import fcntl, os, sys; r, w = (fcntl.fcntl(int(a), fcntl.F_DUPFD, 10) for a in sys.argv[1:3]); "
+             "os.dup2(r, 3); os.dup2(w, 4); os.execvp(sys.argv[3], sys.argv[3:])")  # r, w: above 4, so dup2 copies
 
 
 class Browser:
@@ -36,15 +41,14 @@ class Browser:
         self._from, from_w = os.pipe()
         self._profile = tempfile.mkdtemp(prefix="test-browser-")
 
-        def fds() -> None:  # chromium reads fd 3 and writes fd 4
-            os.dup2(to_r, 3)
-            os.dup2(from_w, 4)
-
+        # chromium reads fd 3 and writes fd 4: a small Python puts the pipes there and execs it (a
+        # preexec_fn would fork this process, which JAX, imported here by other tests, warns against)
         self._process = subprocess.Popen(
-            [found, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+            [sys.executable, "-I", "-c", PLACE_FDS, str(to_r), str(from_w), found,
+             "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
              "--no-default-browser-check", "--disable-extensions", "--remote-debugging-pipe",
              f"--user-data-dir={self._profile}", "about:blank"],
-            preexec_fn=fds, pass_fds=(3, 4, to_r, from_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            pass_fds=(to_r, from_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_r)
         os.close(from_w)
         try:

@@ -21,7 +21,8 @@ from grader.kernel.protocol import MIME_TYPE
 pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parent.parent
-HANG_TIMEOUT = 3.0  # seconds per cell (and per probe batch) when a fault hangs
+HANG_TIMEOUT = 6.0  # seconds per cell (and per probe batch) when a fault hangs: above what the
+# hidden training batch takes on a loaded machine (its calls checks trace `step` again and again)
 CALM_TIMEOUT = 30.0  # when nothing should hang
 SEED = 7
 ALL = ("setup", "tax", "newton", "detective", "training")
@@ -60,7 +61,7 @@ def test_endless_loop_cell_times_out_and_the_rest_is_graded(submission_from_refe
     assert report.status == "graded"
     (problem,) = report.cell_problems
     assert problem.status == "timeout" and problem.where == "cell 3"
-    assert "stopped after 3 s" in problem.message
+    assert f"stopped after {HANG_TIMEOUT:g} s" in problem.message
     assert failing(report) == {}
     assert report.score == 100
 
