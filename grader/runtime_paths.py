@@ -24,6 +24,7 @@ import re
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 CACHE_NAME = "jax-course-grader"
@@ -223,9 +224,10 @@ def _mount_points() -> set[str]:
     return {line.split()[1].replace("\\040", " ") for line in lines if len(line.split()) > 1}
 
 
-def scratch_of(pid: int) -> list[Path]:
-    """The scratch folders process `pid` of this pid namespace made that are still there."""
-    found = []
+def _scratch_entries() -> Iterator[tuple[os.DirEntry, int]]:
+    """The scratch folders of this pid namespace's graders in the temporary folders, with the pid
+    of the process that made each."""
+    tag = _namespace_tag()
     for base in dict.fromkeys([tempfile.gettempdir(), SHORT_TEMPORARY]):
         try:
             entries = list(os.scandir(base))
@@ -233,9 +235,13 @@ def scratch_of(pid: int) -> list[Path]:
             continue
         for entry in entries:
             match = _SCRATCH_NAME.fullmatch(entry.name)
-            if match and int(match.group(1)) == pid and match.group(2) == _namespace_tag():
-                found.append(Path(entry.path))
-    return found
+            if match and match.group(2) == tag:
+                yield entry, int(match.group(1))
+
+
+def scratch_of(pid: int) -> list[Path]:
+    """The scratch folders process `pid` of this pid namespace made that are still there."""
+    return [Path(entry.path) for entry, maker in _scratch_entries() if maker == pid]
 
 
 def _sweepable_owners() -> set[int]:
@@ -255,33 +261,24 @@ def sweep_dead_scratch(*, once: bool = False) -> list[Path]:
     if once and _SWEPT:
         return []
     _SWEPT = True
-    tag = _namespace_tag()
     removed: list[Path] = []
     mounts: set[str] | None = None
-    for base in dict.fromkeys([tempfile.gettempdir(), SHORT_TEMPORARY]):
+    for entry, maker in _scratch_entries():
+        if maker == os.getpid() or _alive(maker):
+            continue
         try:
-            entries = list(os.scandir(base))
+            info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        for entry in entries:
-            found = _SCRATCH_NAME.fullmatch(entry.name)
-            if found is None or found.group(2) != tag or int(found.group(1)) == os.getpid():
-                continue
-            if _alive(int(found.group(1))):
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid not in _sweepable_owners():
-                continue
-            if mounts is None:
-                mounts = _mount_points()
-            if entry.path in mounts:
-                import subprocess
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in _sweepable_owners():
+            continue
+        if mounts is None:
+            mounts = _mount_points()
+        if entry.path in mounts:
+            import subprocess
 
-                if subprocess.run(["umount", "-l", entry.path], capture_output=True).returncode != 0:
-                    continue
-            if not remove_scratch(entry.path):
-                removed.append(Path(entry.path))
+            if subprocess.run(["umount", "-l", entry.path], capture_output=True).returncode != 0:
+                continue
+        if not remove_scratch(entry.path):
+            removed.append(Path(entry.path))
     return removed
