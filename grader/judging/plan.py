@@ -117,10 +117,16 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
     (`hidden_last`), so a hang in one exercise costs only that exercise; a request that several
     checks share is asked once, with the first. A function judged 'either' that could not be
     traced is then called eagerly (`_untraced`), in the same batch. `on_exercise` gets each batch's checks as soon as
-    the kernel has answered them (the verifier starts on them meanwhile)."""
+    the kernel has answered them (the verifier starts on them meanwhile).
+
+    A hidden batch that asks the kernel nothing (its requests were a visible check's too, and none
+    is to be called eagerly) is handed to the verifier first, when the hidden round starts: its
+    programs then run on hidden inputs while the kernel answers the other hidden batches, instead
+    of after the kernel's last answer. The kernel meets the same requests in the same order."""
     observations: dict[str, Observation] = {}
     asked: set[str] = set()
-    for exercise, checks in hidden_last(checks_plan):
+
+    def ask(exercise: ExerciseSpec, checks: list[Check], hidden: bool) -> None:
         if on_stage is not None:
             on_stage(f"checking {exercise.title}")
         requests = []
@@ -129,7 +135,6 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
                 if request.id not in asked:
                     asked.add(request.id)
                     requests.append(request)
-        hidden = any(spec.hidden and f"{exercise.id}.{spec.id}" == checks[0].full_id for spec in exercise.checks)
         observations.update(_hidden_values_if_needed(prober, requests, probe_timeout) if hidden
                             else prober.observe(requests, probe_timeout))
         eager = [call for check in checks for call in _untraced(check, observations) if call.id not in asked]
@@ -138,7 +143,29 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
             observations.update(prober.observe(list({call.id: call for call in eager}.values()), probe_timeout))
         if on_exercise is not None:
             on_exercise(checks, observations)
+
+    batches = hidden_last(checks_plan)  # every visible batch, then every hidden one
+    kinds = [_is_hidden(exercise, checks) for exercise, checks in batches]
+    for exercise, checks in [b for b, h in zip(batches, kinds) if not h]:
+        ask(exercise, checks, hidden=False)
+    for exercise, checks in _free_first([b for b, h in zip(batches, kinds) if h], asked, observations):
+        ask(exercise, checks, hidden=True)
     return observations
+
+
+def _is_hidden(exercise: ExerciseSpec, checks: list[Check]) -> bool:
+    """Whether a batch of `hidden_last` is a hidden one (its checks are all hidden or all visible)."""
+    return any(spec.hidden and f"{exercise.id}.{spec.id}" == checks[0].full_id for spec in exercise.checks)
+
+
+def _free_first(batches: Plan, asked: set[str], observations: dict[str, Observation]) -> Plan:
+    """The hidden batches, those that ask the kernel nothing first (their requests all asked in
+    the visible round, no eager call to make), each group in its order."""
+    def free(checks: list[Check]) -> bool:
+        return (all(r.id in asked for check in checks for r in check.requests())
+                and all(call.id in asked for check in checks for call in _untraced(check, observations)))
+
+    return [b for b in batches if free(b[1])] + [b for b in batches if not free(b[1])]
 
 
 def _untraced(check: Check, observations: dict[str, Observation]) -> list[CallRequest]:

@@ -19,13 +19,29 @@ from grader.kernel import INSIDE as KERNEL_INSIDE
 from grader.kernel.client import CellRun, Kernel
 from grader.kernel.driver import MAX_RESTARTS as MAX_RESTARTS
 from grader.kernel.driver import Driver
+from grader.kernel.messages import REQUESTS_KEY
 from grader.kernel.protocol import Request
 from grader.submission import Submission, file_statement
 
 PROBE_PATH = KERNEL_INSIDE / "runtime.py"
+COMPILED = ".grader-compiled"
+"""The folder of the kernel's scratch where its probe keeps what XLA compiled for it; the scratch,
+and so the folder, is the kernel's alone and goes (or is emptied) with it."""
 
 
-def probe_code(requests: list[Request], nonce: str = "", probe_path: Path = PROBE_PATH) -> str:
+def probe_payload(requests: list[Request]) -> str:
+    """The requests of a probe cell, as the probe reads them (JSON)."""
+    return json.dumps([r.model_dump(mode="json") for r in requests])
+
+
+IN_MESSAGE = ("__import__('IPython').get_ipython().kernel.get_parent()['content']"
+              f"[{REQUESTS_KEY!r}]")
+"""Where a probe cell finds its requests when they ride in its execute_request
+(grader.kernel.messages.REQUESTS_KEY): the message ipykernel is answering."""
+
+
+def probe_code(requests: list[Request] | None, nonce: str = "", probe_path: Path = PROBE_PATH,
+               compiled: Path | None = None) -> str:
     """The cell that asks the probe: load it fresh by path, answer in the user namespace.
 
     Fresh means a new namespace for every cell, never a module kept in `sys.modules` where the
@@ -37,13 +53,22 @@ def probe_code(requests: list[Request], nonce: str = "", probe_path: Path = PROB
     thread of the student's earlier cells prints in the shape of an observation is not taken for
     one. (Code that the probe itself calls can still read the nonce: what it reports about itself
     is a claim, which docs/security.md says.)
+
+    `compiled`: a folder of the kernel's scratch where the probe keeps the programs XLA compiled
+    for it (`keep_compiled` in the probe): a check that clears JAX's caches then loads a program
+    compiled before instead of compiling it again.
+
+    `requests=None`: the cell reads its requests from its execute_request (`IN_MESSAGE`, sent by
+    `Kernel.run(..., requests=probe_payload(...))`), so that its source stays a line long
+    whatever the inputs weigh.
     """
-    payload = json.dumps([r.model_dump(mode="json") for r in requests])
+    payload = IN_MESSAGE if requests is None else repr(probe_payload(requests))
     path = str(probe_path)
     return ("(lambda path, namespace: (exec(__import__('importlib.machinery').machinery.SourceFileLoader("
             "'grader_probe', path).get_code('grader_probe'), namespace), namespace)[1])"
             f"({path!r}, {{'__name__': 'grader_probe', '__file__': {path!r}}})['serve']"
-            f"({payload!r}, globals(), nonce={nonce!r})")
+            f"({payload}, globals(), nonce={nonce!r}"
+            + (f", compiled={str(compiled)!r})" if compiled is not None else ")"))
 
 
 _KERNEL_FOLDER = re.compile(r"/(?:[^\s'\"/]+/)*grade-\d+-[^\s'\"/]*/")
@@ -96,7 +121,13 @@ class KernelProcess:
         if self._kernel is None:
             return CellRun(status="died", evalue="the kernel is not running")
         nonce = secrets.token_hex(16)
-        run = self._kernel.run(probe_code(requests, nonce), budget, observations=True, quiet=request_timeout)
+        kernel = self._kernel
+        if isinstance(kernel, Kernel):
+            code = probe_code(None, nonce, compiled=kernel.scratch / COMPILED)
+            run = kernel.run(code, budget, observations=True, quiet=request_timeout,
+                             requests=probe_payload(requests))
+        else:  # a test's stand-in kernel: the requests in the cell's source
+            run = kernel.run(probe_code(requests, nonce), budget, observations=True, quiet=request_timeout)
         own = [raw.get("observation") for raw in run.observations
                if isinstance(raw, dict) and raw.get("nonce") == nonce]
         return run.model_copy(update={"observations": own})

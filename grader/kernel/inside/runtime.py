@@ -1131,17 +1131,50 @@ def stop_leftover_processes() -> None:
             return
 
 
+def keep_compiled(folder: str) -> None:
+    """JAX's persistent compilation cache in `folder`, a fresh folder of this kernel's own scratch
+    (the grader names it, and empties the scratch after the kernel), for the probe's requests.
+
+    The checks that must see a function trace again clear JAX's caches (`op_call` with `watch` or
+    `count_calls`, `_uses_what_it_returns`, `op_compile_count`), after which XLA compiled the same
+    programs again, call after call: 0.05-0.2 s each, most of a training exercise's probe. With
+    the cache a program compiled once is loaded instead. Nothing observed changes: tracing and
+    lowering still happen, what the cache returns is the executable a compile of the same program
+    (options, flags and versions in its key) makes, and the compile event the probe counts is
+    recorded around the load as around a compile (`pxla._cached_compilation`). Set for each probe
+    cell, since the student's code may change JAX's configuration; left as it is where JAX's
+    internals are not as expected (then everything is compiled, as before)."""
+    try:
+        import jax
+        from jax._src import compilation_cache
+
+        wanted = {"jax_enable_compilation_cache": True, "jax_compilation_cache_dir": folder,
+                  "jax_persistent_cache_min_compile_time_secs": 0.0,
+                  "jax_persistent_cache_min_entry_size_bytes": 0, "jax_compilation_cache_max_size": -1}
+        if all(getattr(jax.config, name) == value for name, value in wanted.items()):
+            return
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        for name, value in wanted.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()  # the cache is chosen at a process's first compile: again
+    except Exception:  # noqa: BLE001 - only programs compiled again
+        pass
+
+
 def serve(requests_json: str, namespace: dict, emit: Callable[[dict], None] | None = None,
-          nonce: str = "") -> None:
+          nonce: str = "", compiled: str | None = None) -> None:
     """Answer each request in order, emitting each observation as soon as it is known.
 
     Emitting one at a time means that when a later request hangs or kills the kernel, the
     grader still has every observation made before it. Each goes out wrapped with the probe
     cell's `nonce`, by which the grader tells it from output of the student's own cells.
+    `compiled`: the folder of the kernel's compiled programs (`keep_compiled`).
     """
     emit = emit or _publish
     stop_leftover_processes()
     begin_batch()
+    if compiled is not None:
+        keep_compiled(compiled)
     for request in json.loads(requests_json):
         _keep_ir_context()  # a grading kernel's, not a self-check's: the student's kernel lives on
         emit({"nonce": nonce, "observation": observe(request, namespace)})
