@@ -327,7 +327,7 @@ class ForkServer:
             if self.policy is not None:
                 self._sandbox = Sandbox(self.scratch, self.policy, available(), runtime_dir=self.runtime_dir)
                 self._sandbox.prepare()
-                command = self._sandbox.wrap(command)
+                command = self._sandbox.wrap(command, pid1=True)  # its children cannot signal it
             self._popen = subprocess.Popen(
                 command, stdin=theirs, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd=self.scratch, env=env, start_new_session=True)

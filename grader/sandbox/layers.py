@@ -575,10 +575,12 @@ class Sandbox:
         once prepared."""
         return self._groups.get(controller)
 
-    def wrap(self, argv: list[str], connection_file: str | None = None) -> list[str]:
+    def wrap(self, argv: list[str], connection_file: str | None = None, *, pid1: bool = False) -> list[str]:
         """The command that starts `argv` (the kernel) inside every available layer; a process
         without a connection file (the verifier, which speaks over its stdin and stdout) has
-        nothing handed over."""
+        nothing handed over. `pid1`: `argv` is the namespace's first process instead of bwrap's
+        reaper (a fork server: a child's kill(getppid(), SIGKILL) is then dropped, as every
+        signal to a namespace's init from inside it whose handler is the default)."""
         p = self.policy
         cmd: list[str] = []
         inner = self.inner_tmpfs or self.inner_folder
@@ -615,6 +617,8 @@ class Sandbox:
                     "grader-mounts", str(self.scratch / SCRATCH_BIND), str(self.scratch / TMP_BIND), *options]
         if self.has("namespaces"):
             cmd += self._bwrap_args(connection_file)
+            if pid1:
+                cmd.insert(cmd.index("bwrap") + 1, "--as-pid-1")
             if self.has("rlimits") and inside:
                 cmd += ["prlimit", *self._rlimits(), "--"]
         elif self.isolation.layers:

@@ -68,6 +68,7 @@ def _child(control: socket.socket, argv: list[str]) -> None:
         os.setsid()
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh Python has it
         from ipykernel import kernelapp
 
         site = os.path.dirname(os.path.dirname(kernelapp.__file__))
@@ -88,6 +89,9 @@ def main() -> int:
     os.dup2(devnull, 0)
     _prctl(PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # The namespace's first process (bwrap --as-pid-1): a signal from a child reaches it only
+    # where it has a handler, and Python's own is SIGINT's; a child gets it back at fork.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     import IPython  # noqa: F401
 

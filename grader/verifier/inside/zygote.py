@@ -79,6 +79,7 @@ def _child(control: socket.socket, stdin_fd: int, stdout_fd: int) -> None:
         os.setsid()  # its own session and process group, as a fresh verifier has
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # no orphan verifier if this process goes
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh Python has it
         os.dup2(stdin_fd, 0)
         os.dup2(stdout_fd, 1)
         for fd in (stdin_fd, stdout_fd):
@@ -104,6 +105,9 @@ def main() -> int:
     os.dup2(devnull, 1)
     _prctl(PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # The namespace's first process (bwrap --as-pid-1): a signal from a child reaches it only
+    # where it has a handler, and Python's own is SIGINT's; a child gets it back at fork.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
