@@ -29,12 +29,8 @@ python bench/bench_serve.py [--latency-runs N] [--hand-ins H] [--students S] [-j
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
-import re
-import signal
 import sqlite3
 import statistics
 import subprocess
@@ -52,6 +48,8 @@ import httpx
 
 from tree import measured
 
+from grader.serve.running import ServiceDidNotStart, running_service
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "solutions" / "ch2-jit.ipynb"
 MODULE = ROOT / "solutions" / "ch2-jit.py"
@@ -59,7 +57,6 @@ MUTANTS = ("tax_switch_wrong_at_55555", "newton_wrong_at_half", "training_fori_l
            "detective_call_1_flipped")  # a few cheap ones, one per exercise
 GRADE = [sys.executable, "-m", "grader"]
 FLOOR = [sys.executable, "-c", "import jax, jax.numpy as jnp; jnp.ones(1).block_until_ready()"]
-ADDRESS = re.compile(r"^grade serve: (http://127\.0\.0\.1:\d+)/ ", re.M)
 SUBMITTING_S = 120.0  # the burst's bound on submitting
 DONE = ("graded", "not_graded", "superseded")
 POLL_S = 0.02  # --poll: the latency's polls, the first 2 s (then at least 50 ms: the service's 30 requests a second)
@@ -79,47 +76,16 @@ class Service:
 @contextmanager
 def service(where: Path, students: list[str], *, sandbox: bool, store: Path, jobs: int,
             timeout: float = 300.0) -> Iterator[Service]:
-    """`grade tokens` then `grade serve` on a fresh OUT in `where`; stopped with SIGINT (killed if stuck)."""
+    """`grade tokens` then `grade serve` on a fresh OUT in `where` (grader/serve/running.py), its
+    store of compiled programs `store`; stopped with SIGINT (killed if stuck)."""
     where.mkdir(parents=True)
-    roster = where / "roster.txt"
-    roster.write_text("".join(f"{s}\n" for s in students), encoding="utf-8")
-    out = where / "OUT"
     env = {**os.environ, "GRADER_EXECUTABLES": str(store)}
-    issued = subprocess.run([*GRADE, "tokens", str(out), "--roster", str(roster)], capture_output=True,
-                            text=True, timeout=timeout, env=env)
-    if issued.returncode != 0:
-        sys.exit(f"grade tokens failed: {issued.stderr.strip()}")
-    tokens = {row[0]: row[1] for row in csv.reader(io.StringIO(issued.stdout)) if row and row[0] != "student"}
-    said, errors = where / "serve.out", where / "serve.err"
-    command = [*GRADE, "serve", str(out), "-a", "ch2-jit", "--roster", str(roster), "--port", "0", "-j", str(jobs)]
-    with open(said, "w") as stdout, open(errors, "w") as stderr:
-        process = subprocess.Popen(command + ([] if sandbox else ["--no-sandbox"]), stdout=stdout, stderr=stderr,
-                                   stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+    options = ["-j", str(jobs), *([] if sandbox else ["--no-sandbox"])]
     try:
-        deadline = time.monotonic() + timeout
-        while not (found := ADDRESS.search(said.read_text(encoding="utf-8"))):
-            if process.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"grade serve did not start: {errors.read_text(encoding='utf-8').strip()}")
-            time.sleep(0.05)
-        url = found.group(1)
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=5, trust_env=False).json() == {"ok": True}:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"grade serve did not answer: {errors.read_text(encoding='utf-8').strip()}")
-            time.sleep(0.05)
-        yield Service(url=url, tokens=tokens, out=out, pid=process.pid, env=env)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        with running_service(where, students, options=options, env=env, timeout=timeout) as running:
+            yield Service(url=running.url, tokens=running.tokens, out=running.out, pid=running.pid, env=env)
+    except ServiceDidNotStart as exc:
+        sys.exit(str(exc))
 
 
 def client() -> httpx.Client:
@@ -476,7 +442,6 @@ def report(args: argparse.Namespace, sandbox: bool, floor: float, floors: list[f
     states: dict[str, int] = {}
     for r in b.rows:
         states[r[5]] = states.get(r[5], 0) + 1
-    sent = len(b.accepted) + len(b.refused_other)
     print(f"| burst: hand-ins planned / accepted (202) / refused otherwise / not sent in {SUBMITTING_S:.0f} s | "
           f"{b.planned} / {len(b.accepted)} / {len(b.refused_other)} / {b.not_sent} | |")
     print(f"| burst: 429 answers waited out (Retry-After) | {b.refused_429} | |")

@@ -11,16 +11,9 @@ waits on a clock; `hold` keeps them queued.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
-import os
-import re
 import secrets
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +30,7 @@ from starlette.routing import Route
 
 from grader.report import CheckResult, ExerciseResult, Isolation, Report, SubmissionRef, environment
 from grader.serve.page import content_security_policy, hand_in_page
+from grader.serve.running import RunningService, running_service
 
 UNKNOWN_TOKEN = "This token is not one the course issued: use the token your course gave you."
 NOT_FOUND = "There is no hand-in of yours with that id."
@@ -70,61 +64,15 @@ def serving(app: object, timeout: float = 30.0) -> Iterator[str]:
         sock.close()
 
 
-@dataclass
-class RealService:
-    """`grade serve` running: its address, the token of each student of its roster, its OUT."""
-
-    url: str
-    tokens: dict[str, str]
-    out: Path
-
-
-GRADE = [sys.executable, "-m", "grader"]
-_ADDRESS = re.compile(r"^grade serve: (http://127\.0\.0\.1:\d+)/ ", re.M)
+RealService = RunningService
 
 
 @contextmanager
 def real_service(where: Path, students: tuple[str, ...], timeout: float = 120.0) -> Iterator[RealService]:
-    """The hand-in service for ch2-jit, started by its one command on a free loopback port (its
-    address read from the line it prints), up once /healthz answers; stopped with Ctrl-C as an
-    instructor stops it (its workers with it), killed if it will not stop."""
-    roster = where / "roster.txt"
-    roster.write_text("".join(f"{s}\n" for s in students), encoding="utf-8")
-    out = where / "OUT"
-    issued = subprocess.run([*GRADE, "tokens", str(out), "--roster", str(roster)], capture_output=True,
-                            text=True, timeout=timeout)
-    assert issued.returncode == 0, issued.stderr
-    tokens = {row[0]: row[1] for row in csv.reader(io.StringIO(issued.stdout)) if row and row[0] != "student"}
-    assert sorted(tokens) == sorted(students), issued.stdout.splitlines()[:1]
-    said, errors = where / "serve.out", where / "serve.err"
-    with open(said, "w") as stdout, open(errors, "w") as stderr:
-        process = subprocess.Popen([*GRADE, "serve", str(out), "-a", "ch2-jit", "--roster", str(roster),
-                                    "--port", "0", "--no-sandbox"], stdout=stdout, stderr=stderr,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while not (found := _ADDRESS.search(said.read_text(encoding="utf-8"))):
-            assert process.poll() is None, errors.read_text(encoding="utf-8")
-            assert time.monotonic() < deadline, "grade serve printed no address"
-            time.sleep(0.05)
-        url = found.group(1)
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=5, trust_env=False).json() == {"ok": True}:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, errors.read_text(encoding="utf-8")
-            time.sleep(0.05)
-        yield RealService(url=url, tokens=tokens, out=out)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)  # Ctrl-C: it stops its workers and says so
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+    """The hand-in service for ch2-jit as an instructor starts it (grader/serve/running.py),
+    unsandboxed: what these tests ask of it is the service, not the sandbox."""
+    with running_service(where, students, options=["--no-sandbox"], timeout=timeout) as running:
+        yield running
 
 
 def refusal(url: str, token: str) -> str:
@@ -245,3 +193,58 @@ def redirecting(target: str) -> Starlette:
         return Response(status_code=307, headers={"Location": f"{target}{request.url.path}"})
 
     return Starlette(routes=[Route("/{path:path}", away, methods=["GET", "POST"])])
+
+
+@dataclass
+class ProxyLog:
+    """What a forwarding proxy was asked: each request's line and its Proxy-Authorization."""
+
+    requests: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@contextmanager
+def forwarding_proxy() -> Iterator[tuple[str, ProxyLog]]:
+    """A plain HTTP proxy on a loopback port (absolute-form requests, forwarded as they come) for
+    the block: its address (http://127.0.0.1:PORT) and what it was asked."""
+    import http.client
+    import http.server
+    import urllib.parse
+
+    log = ProxyLog()
+
+    class Forward(http.server.BaseHTTPRequestHandler):
+        def _forward(self) -> None:
+            log.requests.append((self.command, self.path, self.headers.get("Proxy-Authorization", "")))
+            target = urllib.parse.urlsplit(self.path)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("proxy-authorization", "connection")}
+            upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+            try:
+                upstream.request(self.command, urllib.parse.urlunsplit(("", "", target.path, target.query, "")),
+                                 body=body, headers=headers)
+                answer = upstream.getresponse()
+                data = answer.read()
+            finally:
+                upstream.close()
+            self.send_response(answer.status)
+            for key, value in answer.getheaders():
+                if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _forward
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", log
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(30)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hand_in_servers import RealService, StandIn, closed_port, real_service, redirecting, refusal, serving
+from hand_in_servers import (RealService, StandIn, closed_port, forwarding_proxy, real_service, redirecting, refusal,
+                             serving)
 
 PROXIES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 STUDENTS = ("alice", "bob", "carol")  # one per test that hands in to the service: each has its own rate limit
@@ -95,6 +96,9 @@ def test_the_pack_hands_in_the_reference_and_prints_the_verdict(service: RealSer
     verdict = handed.split("\n", 1)[1]
     assert verdict.startswith("ch2-jit · submit.ipynb\n") and "checked when you hand in" not in verdict
     assert "\nTotal 100 / 100   (seed " in verdict and verdict.endswith("graded: 100 / 100\n"), verdict
+    assert "\nhand-in report: submit.hand-in.json\n" in verdict  # the verdict kept beside the notebook
+    kept_here = json.loads((work / "submit.hand-in.json").read_text(encoding="utf-8"))
+    assert kept_here["score"] == 100.0 and kept_here["submission"]["path"] == "submit.ipynb"
     assert token not in done.stdout + done.stderr
     from grader.outputs.names import OutputFolder
 
@@ -210,6 +214,37 @@ def test_a_redirect_is_not_followed_and_the_token_stays_home(tmp_path: Path) -> 
     assert done.stderr == (f"grade: the hand-in service at {url} sends requests to {target}/api/hand-ins: hand "
                            "in there with --hand-in URL\n")
     assert elsewhere.headers_seen == [] and elsewhere.token not in done.stdout + done.stderr
+
+
+@pytest.mark.kernel
+def test_the_proxy_the_environment_names_carries_the_hand_in(tmp_path: Path) -> None:
+    """Behind a campus proxy (HTTP_PROXY, as pip and curl read it) every request goes through it,
+    with its credentials and never the token in them; NO_PROXY sends them straight; a proxy that
+    is not there is named in the one sentence."""
+    import base64
+
+    standin = StandIn()
+    _notebook(tmp_path)
+    _token_file(tmp_path, standin.token)
+    hand_in = ("submit.ipynb", "--hand-in", None, "--token-file", "token")
+    with serving(standin.app()) as url, forwarding_proxy() as (proxy, log):
+        args = [url if a is None else a for a in hand_in]
+        through = proxy.replace("http://", "http://student:s%40cret@")
+        done = _grade(tmp_path, *args, env=_env(tmp_path, HTTP_PROXY=through))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.endswith("Graded: 100 / 100.\n") and (tmp_path / "submit.hand-in.json").is_file()
+        assert log.requests[0][:2] == ("POST", f"{url}/api/hand-ins")
+        assert {line[1].rsplit("/", 1)[0] for line in log.requests[1:]} == {f"{url}/api/hand-ins"}  # the polls
+        assert {line[2] for line in log.requests} == {"Basic " + base64.b64encode(b"student:s@cret").decode()}
+        asked = len(log.requests)
+        direct = _grade(tmp_path, *args, env=_env(tmp_path, HTTP_PROXY=through, NO_PROXY="127.0.0.1"))
+        assert direct.returncode == 0, direct.stderr
+        assert len(log.requests) == asked
+    gone = f"127.0.0.1:{closed_port()}"
+    unreachable = _grade(tmp_path, *args, env=_env(tmp_path, HTTP_PROXY=f"http://{gone}"))
+    assert unreachable.returncode == 3
+    assert unreachable.stderr == (f"grade: could not reach the hand-in service at {url} through the proxy {gone}: "
+                                  "Connection refused; your notebook was not handed in\n")
 
 
 @pytest.mark.parametrize(("args", "said"), [

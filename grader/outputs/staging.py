@@ -35,12 +35,27 @@ from grader.atomic import TEMPORARY_SUFFIX, atomic_file
 from grader.errors import UsageError
 from grader.outputs.names import DELETIONS, GRADEBOOK, LOCK, MANIFEST, STAGING
 
+SERVICE_HOLDER = "grade serve"
 _held: dict[Path, int] = {}  # out folder -> how many `locked` blocks of this process hold it
 
 
+HOLDER_LIMIT = 200  # bytes of OUT/.lock read back: who holds it, in the holder's own words
+
+
+def _holder(fd: int) -> str:
+    """What the process holding OUT's lock wrote in it ("grade serve (pid 12)"), or ""."""
+    try:
+        said = os.pread(fd, HOLDER_LIMIT, 0).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "".join(ch for ch in said if ch.isprintable()).strip()
+
+
 @contextlib.contextmanager
-def locked(out_dir: Path) -> Iterator[None]:
-    """Hold OUT's lock (reentrant within a process); another process holding it: UsageError."""
+def locked(out_dir: Path, holder: str | None = None) -> Iterator[None]:
+    """Hold OUT's lock (reentrant within a process); another process holding it: UsageError.
+    `holder`, a long-lived command (the service), is written in the lock file so that a command
+    refused meanwhile can say who holds OUT and what to do."""
     key = out_dir.resolve()
     if key in _held:
         _held[key] += 1
@@ -55,8 +70,15 @@ def locked(out_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            held_by = _holder(fd)
+            if held_by.startswith(SERVICE_HOLDER):
+                raise UsageError(f"{held_by} is serving {out_dir}: stop it (Ctrl-C), run this command, then "
+                                 "start it again (hand-ins wait in the gradebook meanwhile)") from None
             raise UsageError(f"another grade command is updating {out_dir} right now: "
                              "wait for it to finish, then run this one again") from None
+        os.ftruncate(fd, 0)
+        if holder:
+            os.pwrite(fd, holder.encode("utf-8")[:HOLDER_LIMIT], 0)
         _held[key] = 1
         try:
             yield

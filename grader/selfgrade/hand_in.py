@@ -27,10 +27,14 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader import interrupts
 from grader.errors import GraderError, UsageError
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
+
+if TYPE_CHECKING:
+    from grader.report import Report
 
 ENV_TOKEN = "GRADE_TOKEN"
 TOKEN_FILE = Path("~/.config/jax-course/token")
@@ -156,6 +160,32 @@ def multipart(path: Path, data: bytes) -> tuple[bytes, str]:
     return head + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
+def proxy_for(parts: urllib.parse.SplitResult) -> tuple[str, int, str] | None:
+    """(host, port, base64 "user:password" or "") of the proxy the environment names for the
+    service at `parts`, or None (no proxy, or NO_PROXY covers its host)."""
+    import base64
+    import urllib.request
+
+    proxies = urllib.request.getproxies_environment()
+    if not proxies or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    named = proxies.get(parts.scheme) or proxies.get("all")
+    if not named:
+        return None
+    try:
+        proxy = urllib.parse.urlsplit(named if "://" in named else f"http://{named}")
+        host, port = proxy.hostname, proxy.port or (443 if proxy.scheme == "https" else 80)
+    except ValueError:
+        host = None
+    if not host:
+        raise UsageError(f"the proxy the environment names for {parts.scheme} ({terminal(named, PATH_LIMIT)}) is not "
+                         "an address: fix or unset it")
+    user = urllib.parse.unquote(proxy.username or "")
+    credentials = (base64.b64encode(f"{user}:{urllib.parse.unquote(proxy.password or '')}".encode()).decode()
+                   if user else "")
+    return host, port, credentials
+
+
 @dataclass
 class Reply:
     """A 2xx answer of the service: its status and its JSON body."""
@@ -174,24 +204,43 @@ class Service:
         self.url = url
         self._token = token
         self._parts = urllib.parse.urlsplit(url)
+        self._proxy = proxy_for(self._parts)
 
     def _unreachable(self, reason: object) -> ServiceUnreachable:
-        return ServiceUnreachable(f"could not reach the hand-in service at {terminal(self.url, PATH_LIMIT)}: "
-                                  f"{self.plain(reason)}")
+        through = f" through the proxy {self._proxy[0]}:{self._proxy[1]}" if self._proxy else ""
+        return ServiceUnreachable(f"could not reach the hand-in service at {terminal(self.url, PATH_LIMIT)}"
+                                  f"{terminal(through, PATH_LIMIT)}: {self.plain(reason)}")
 
     def plain(self, text: object) -> str:
         """A sentence from the service or the network, inert, capped, and without the token."""
         said = str(text).replace(self._token, "…")
         return terminal(said, MESSAGE_LIMIT)
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
+        """A connection to the service, through the proxy the environment names for it (as pip
+        and curl read HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY): to an https service a
+        tunnel (CONNECT), so the proxy sees neither the token nor the notebook; to an http one the
+        proxy is asked for the whole address. With the prefix of each request's target and the
+        headers the proxy needs."""
         host, port = self._parts.hostname or "", self._parts.port
+        proxy = self._proxy
+        context = None
         if self._parts.scheme == "https":
             import ssl
 
-            return http.client.HTTPSConnection(host, port, timeout=REQUEST_TIMEOUT_S,
-                                               context=ssl.create_default_context())
-        return http.client.HTTPConnection(host, port, timeout=REQUEST_TIMEOUT_S)
+            context = ssl.create_default_context()
+        if proxy is None:
+            if context is not None:
+                return http.client.HTTPSConnection(host, port, timeout=REQUEST_TIMEOUT_S, context=context), "", {}
+            return http.client.HTTPConnection(host, port, timeout=REQUEST_TIMEOUT_S), "", {}
+        proxy_host, proxy_port, credentials = proxy
+        extra = {"Proxy-Authorization": f"Basic {credentials}"} if credentials else {}
+        if context is not None:
+            tunnel = http.client.HTTPSConnection(proxy_host, proxy_port, timeout=REQUEST_TIMEOUT_S, context=context)
+            tunnel.set_tunnel(host, port or 443, headers=extra)
+            return tunnel, "", {}
+        prefix = urllib.parse.urlunsplit(("http", self._parts.netloc, "", "", ""))
+        return http.client.HTTPConnection(proxy_host, proxy_port, timeout=REQUEST_TIMEOUT_S), prefix, extra
 
     def request(self, method: str, path: str, body: bytes = b"", content_type: str | None = None) -> Reply:
         """One request; HandInRefused for a 4xx (or a redirect) with its sentence,
@@ -200,11 +249,12 @@ class Service:
                    "User-Agent": "grade-hand-in"}
         if content_type:
             headers.update({"Content-Type": content_type, "Content-Length": str(len(body))})
-        connection = self._connection()
+        connection, prefix, proxy_headers = self._connection()
+        headers.update(proxy_headers)
         failed: BaseException | None = None
         try:
             try:
-                connection.putrequest(method, f"{self._parts.path}/api/{path}", skip_accept_encoding=True)
+                connection.putrequest(method, f"{prefix}{self._parts.path}/api/{path}", skip_accept_encoding=True)
                 for header, value in headers.items():
                     connection.putheader(header, value)
                 connection.endheaders()
@@ -388,5 +438,20 @@ def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if tty else None
     print(summary(report, color=tty, verbose=verbose, width=width))
+    _keep(report, path.with_name(f"{path.stem}.hand-in.json"))
     print(said)
     return report.final, report.max_score
+
+
+def _keep(report: Report, target: Path) -> None:
+    """The verdict's report beside the notebook (as the check here keeps its own): one line saying
+    where, or why it could not be written, which costs the verdict nothing."""
+    from grader.report import write
+
+    try:
+        write(report, target)
+    except OSError as exc:
+        print(f"grade: could not keep the hand-in's report in {terminal(target, PATH_LIMIT)} "
+              f"({terminal(exc.strerror)})", file=sys.stderr)
+        return
+    print(f"hand-in report: {terminal(target, PATH_LIMIT)}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import errno
 import ipaddress
+import os
 import socket
 import sys
 from collections.abc import Callable
@@ -110,10 +111,10 @@ def serve_command(parser: type[argparse.ArgumentParser], argv: list[str], *,
     args = _parser(parser).parse_args(argv)
     _checked(args)
     sandboxed = sandbox(args)
-    from grader.outputs.staging import locked, recover
+    from grader.outputs.staging import SERVICE_HOLDER, locked, recover
 
     args.outdir.mkdir(parents=True, exist_ok=True)
-    with locked(args.outdir):
+    with locked(args.outdir, holder=f"{SERVICE_HOLDER} (pid {os.getpid()})"):
         recover(args.outdir)
         return _serve(args, sandboxed)
 
