@@ -86,11 +86,13 @@ def test_hand_ins_graded_on_dask_workers_match_the_local_ones(cluster: distribut
 
 def test_a_hand_in_past_its_deadline_is_cancelled_on_the_cluster(cluster: distributed.Client, tmp_path: Path,
                                                                   submission_from_reference) -> None:
-    """`abandon` cancels the Dask task: tried once more, then not graded, as with local workers;
-    the service stops cleanly while the worker still grades what was cancelled."""
+    """`abandon` cancels the Dask task and restarts the worker grading it (its nanny's fresh one,
+    warm by the preload), as a local backend kills its worker: tried once more, then not graded;
+    the next hand-in is graded on the restarted worker, and the service stops cleanly."""
     out = tmp_path / "out"
     roster = tmp_path / "roster.txt"
-    roster.write_text("student\nslow\n", encoding="utf-8")
+    roster.write_text("student\nslow\nnext\n", encoding="utf-8")
+    before = set(cluster.run(os.getpid).values())
     served = start(out, roster, issue_tokens(out, roster), "--scheduler", cluster.scheduler.address,
                    "--deadline", "4")
     try:
@@ -100,8 +102,11 @@ def test_a_hand_in_past_its_deadline_is_cancelled_on_the_cluster(cluster: distri
         assert status["state"] == "not_graded", status
         assert status["message"] == ("not graded: the grading machine did not finish it; hand in again "
                                      "(this costs no attempt)")
+        assert _graded(served, "next")["score"] == 100
     finally:
         _stopped(served)
+    after = set(cluster.run(os.getpid).values())
+    assert after and not after & before  # the worker that held the endless loop was replaced
 
 
 def test_a_scheduler_nobody_answers_is_one_sentence(tmp_path: Path) -> None:

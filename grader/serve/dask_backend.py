@@ -10,8 +10,9 @@ broken grader or a dropped task fail the future, which the service tries once mo
 Before the service binds its port the backend checks every connected worker as a batch does
 (`check_workers`: the same grader, assignments and JAX, the sandbox, and OUT readable at the same
 path, a shared filesystem). `capacity` is the workers' threads, as the scheduler counts them now.
-`abandon` cancels the Dask task: a worker thread cannot be interrupted, so the grading goes on
-there until its own time limits kill its kernel, and its result is dropped. Workers started with
+`abandon` cancels the Dask task and restarts the worker running it through its nanny (a worker
+thread cannot be interrupted; without a nanny the grading goes on there until its own time limits
+kill its kernel), and its result is dropped. Workers started with
 `--preload grader.batch.preload` are warm before the first hand-in.
 """
 
@@ -99,15 +100,33 @@ class DaskBackend:
         remote.release()
 
     def abandon(self, future: Future[Report]) -> None:
-        """Cancel the task: the future fails now; the worker's grading ends by its own limits."""
+        """Cancel the task and restart the worker grading it (its nanny starts a fresh one, warm
+        again by its preload), as a local backend kills its stuck worker: a thread cannot be
+        interrupted, and a stuck grading would otherwise hold the worker's thread until its own
+        limits end it. The future fails now."""
         with self._lock:
             remote = self._tasks.pop(future, None)
         if remote is not None:
             try:
+                where = self._client.run_on_scheduler(_processing_on, remote.key)
+            except Exception:  # noqa: BLE001 - a lost scheduler: nothing runs it any more
+                where = None
+            try:
                 self._client.cancel([remote], force=True)
             except Exception:  # noqa: BLE001 - a lost scheduler has dropped it already
                 pass
+            if where:
+                threading.Thread(target=self._restart, args=(where,), name="grade-serve-restart",
+                                 daemon=True).start()
         _settle(future, exc=CancelledError("stopped past its deadline"))
+
+    def _restart(self, worker: str) -> None:
+        """Restart `worker` through its nanny; a worker without one (`dask worker --no-nanny`)
+        keeps grading until the cancelled grading's own limits end it."""
+        try:
+            self._client.restart_workers([worker], raise_for_error=False)
+        except Exception:  # noqa: BLE001 - no nanny, or the worker left already
+            pass
 
     def close(self) -> None:
         """Cancel what runs, kill the workers' fork servers (and the kernels forked from them),
@@ -122,6 +141,13 @@ class DaskBackend:
         except Exception:  # noqa: BLE001 - a lost worker has nothing left to close
             pass
         self._client.close()
+
+
+def _processing_on(key: str, dask_scheduler: Any = None) -> str | None:
+    """On the scheduler: the address of the worker running task `key`, if one is."""
+    task = dask_scheduler.tasks.get(key) if dask_scheduler is not None else None
+    worker = getattr(task, "processing_on", None)
+    return getattr(worker, "address", None)
 
 
 def _settle(future: Future[Report], *, report: Report | None = None, exc: BaseException | None = None) -> None:
