@@ -308,6 +308,46 @@ def test_a_helper_whose_results_are_thrown_away_is_told_apart_from_one_that_does
     assert float(namespace["traced"](jnp.ones(1) * 2.0)[0]) == 2.0  # no trace with the moved step left behind
 
 
+def test_every_moved_call_runs_after_the_calls_between_two_cache_clears(monkeypatch) -> None:
+    """The moved runs of a `perturb` request come after all its calls, JAX's caches cleared once
+    before them and once after (not twice a call: each clear made `step` trace again, 0.2 s of a
+    hidden check's 0.3 s); each call is still told apart, and a jitted function traced with the
+    moved helper leaves no trace behind."""
+    namespace: dict = {}
+    exec("import jax, jax.numpy as jnp\n"  # noqa: S102 - a notebook's cell
+         "@jax.jit\ndef step(w):\n    return w * 0.5\n"
+         "def loop(w, n):\n    for _ in range(n):\n        w = step(w)\n    return w\n"
+         "def half(w, n):\n    for i in range(n):\n        v = step(w)\n        w = v if i % 2 else w * 0.5\n    return w\n"
+         "@jax.jit\ndef traced(w):\n    return step(w) + 1\n", namespace)
+    cleared = []
+    real = jax.clear_caches
+    monkeypatch.setattr(jax, "clear_caches", lambda: (cleared.append(1), real())[1])
+    calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (1, 2, 4, 3)]
+    used = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
+    assert (used["counts"], used["uses"]) == ([1, 2, 4, 3], [True, True, True, True]) and len(cleared) == 2
+    once = observe(namespace, "half", calls, count_calls="step", perturb=True)["result"]
+    assert once["uses"] == [False, True, True, True]  # n = 1 throws step's only result away
+    inside = observe(namespace, "traced", [{"args": [array([2.0])]}, {"args": [array([3.0])]}], count_calls="step",
+                     perturb=True)["result"]
+    assert inside["uses"] == [True, True] and [v["data"] for v in inside["values"]] == [[2.0], [2.5]]
+    assert float(namespace["traced"](jnp.ones(1) * 2.0)[0]) == 2.0  # no trace with the moved step left behind
+
+
+def test_a_moved_result_is_the_eager_add_s_dtype_and_weak_type() -> None:
+    leaves = (jnp.array([1, 127], dtype=jnp.int8), jnp.array([0.5], dtype=jnp.float16), jnp.asarray(1.0),
+              jnp.array([True]), 2, 2.5)
+    moved = runtime._perturbed(leaves)
+    for before, after in zip(leaves, moved):
+        expected = before if isinstance(before, bool) or getattr(getattr(before, "dtype", None), "kind", "") == "b" \
+            else before + 1
+        assert isinstance(after, jax.Array) == isinstance(expected, jax.Array)
+        if isinstance(expected, jax.Array):
+            assert (after.dtype, after.weak_type) == (expected.dtype, expected.weak_type)
+            np.testing.assert_array_equal(np.asarray(after), np.asarray(expected))
+        else:
+            assert after == expected
+
+
 # ----------------------------------------------------------------------------- whole submissions
 
 

@@ -407,6 +407,21 @@ class _CountedCalls:
         return min(count, MAX_COUNTED)
 
 
+_plus_one: Any = None  # jax.jit(lambda x: x + 1), made on first use
+
+
+def _moved_array(leaf: Any) -> Any:
+    """`leaf + 1` for a concrete JAX array, through one jitted add: the same dtype and weak type
+    as the eager add, in one dispatch instead of NumPy-style promotion and a primitive's (a
+    Python loop's helper returns thousands of them)."""
+    global _plus_one
+    import jax
+
+    if _plus_one is None:
+        _plus_one = jax.jit(lambda x: x + 1)
+    return _plus_one(leaf)
+
+
 def _perturbed(result: Any) -> Any:
     """What a helper returned, every number moved by one (an array's elements too, traced ones
     alike): a function that uses what its helper returns then returns something else."""
@@ -416,6 +431,8 @@ def _perturbed(result: Any) -> Any:
         if isinstance(leaf, bool) or getattr(getattr(leaf, "dtype", None), "kind", "") == "b":
             return leaf
         try:
+            if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer):
+                return _moved_array(leaf)
             return leaf + 1
         except Exception:  # noqa: BLE001 - not a number: kept
             return leaf
@@ -454,24 +471,32 @@ def _watched_on_the_host(state: Any, namespace: dict, fn: Any, args: tuple, kwar
     return state.changes(before, state.snapshot(namespace, fn, host_args, host_kwargs))
 
 
-def _uses_what_it_returns(fn: Any, args: tuple, kwargs: dict, counted: Any, answer: dict) -> bool:
-    """Whether the function's answer changes when the counted helper's results are moved
-    (`_perturbed`): a loop that calls `step` and throws its results away, doing the work some
-    other way, answers the same. JAX's caches are cleared before and after, so no trace made
-    with the moved helper outlives this call."""
+def _uses_what_it_returns(fn: Any, calls: list[tuple[tuple, dict, dict]], counted: Any) -> list[bool]:
+    """For each (args, kwargs, answer): whether the function's answer changes when the counted
+    helper's results are moved (`_perturbed`): a loop that calls `step` and throws its results
+    away, doing the work some other way, answers the same. JAX's caches are cleared before the
+    moved calls and after them, so every trace they make sees the moved helper and none outlives
+    them; between two moved calls the traces kept are moved ones too."""
     import jax
 
+    uses = []
     counted.perturb = True
     try:
         jax.clear_caches()
-        moved = encode(jax.block_until_ready(fn(*args, **kwargs)))
-    except Exception:  # noqa: BLE001 - moved results it cannot take (a NaN check, a shape): it reads them
-        return True
+        for args, kwargs, answer in calls:
+            try:
+                moved = encode(jax.block_until_ready(fn(*args, **kwargs)))
+            except Exception:  # noqa: BLE001 - moved results it cannot take (a NaN check, a shape): it reads them
+                uses.append(True)
+            else:
+                uses.append(moved != answer)
+            finally:
+                counted.take()
     finally:
         counted.perturb = False
         counted.take()
         jax.clear_caches()
-    return moved != answer
+    return uses
 
 
 def op_call(request: dict, namespace: dict) -> dict:
@@ -491,6 +516,7 @@ def op_call(request: dict, namespace: dict) -> dict:
     saved = {k: namespace[k] for k in overrides if k in namespace}
     namespace.update(overrides)
     values, counts, mutated, uses = [], [], [], []
+    perturbing = bool(request.get("perturb")) and counting
     held = _JaxLogsHeld() if state else contextlib.nullcontext()
     try:
         with jax.disable_jit(False), held, _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
@@ -505,13 +531,17 @@ def op_call(request: dict, namespace: dict) -> dict:
                     jax.block_until_ready(fn(*args, **kwargs))
                     count = counted.take()
                 counts.append(count)
-                if request.get("perturb") and counting:
-                    uses.append(count > 0 and _uses_what_it_returns(fn, args, kwargs, counted, values[-1]))
+                if perturbing and state:  # what the moved call changes is this call's to report
+                    uses += _uses_what_it_returns(fn, [(args, kwargs, values[-1])], counted) if count else [False]
                 if state:
                     changed = state.changes(before, state.snapshot(namespace, fn, args, kwargs))
                     mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
                     changed = _watched_on_the_host(state, namespace, fn, args, kwargs)
                     mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
+            if perturbing and not state:  # every call's moved run after all of them: two cache clears
+                moved = _uses_what_it_returns(
+                    fn, [(a, k, v) for (a, k), v, c in zip(calls, values, counts) if c], counted)
+                uses = [bool(c) and moved.pop(0) for c in counts]
     finally:
         for k in overrides:
             namespace.pop(k, None)
@@ -519,7 +549,7 @@ def op_call(request: dict, namespace: dict) -> dict:
     result = {"op": "call", "values": values}
     if request.get("count_calls") is not None:
         result["counts"] = counts
-    if request.get("perturb") and counting:
+    if perturbing:
         result["uses"] = uses
     if state:
         result["mutated"] = [_short(m) for m in mutated]
