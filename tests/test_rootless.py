@@ -636,3 +636,34 @@ def test_a_root_grader_sweeps_the_scratch_its_dead_predecessor_handed_to_the_san
     finally:
         if folder.exists():
             runtime_paths.remove_scratch(folder)
+
+
+@pytest.mark.kernel
+@as_user
+def test_the_hand_in_service_of_an_ordinary_user_grades_in_its_rootless_sandbox(tmp_path: Path,
+                                                                               repo_root: Path) -> None:
+    """`grade serve` started by an ordinary user (its one command, sandboxed): the reference handed
+    in with the pack's client gets 100, graded in the rootless sandbox with its bounds recorded,
+    as that user's batch grades it."""
+    notebook = tmp_path / "work" / "submit.ipynb"
+    notebook.parent.mkdir(parents=True)
+    shutil.copy(repo_root / "solutions" / "ch2-jit.ipynb", notebook)
+    notebook.chmod(0o644)
+    repo = str(TESTS.parent)
+    found = run_as_user(tmp_path / "work", f"""
+import sqlite3
+from pathlib import Path
+from grader.serve.running import running_service
+from grader.selfgrade.hand_in import Service, wait
+with running_service(Path("service"), ["alice"], env={{**os.environ, "PYTHONPATH": {repo!r}}}, timeout=300) as running:
+    client = Service(running.url, running.tokens["alice"])
+    done = wait(client, client.hand_in(Path({str(notebook)!r}))["id"], lambda state: None, wait_s=300)
+    with sqlite3.connect(running.out / "gradebook.sqlite") as book:
+        row = book.execute("SELECT report FROM submissions WHERE student = 'alice'").fetchone()
+print(json.dumps({{"state": done["state"], "score": done.get("score"), "report": json.loads(row[0]) if row else None}}))
+""")
+    assert (found["state"], found["score"]) == ("graded", 100), found
+    isolation = found["report"]["isolation"]
+    assert isolation["backend"] == "rootless", isolation
+    assert {"namespaces", "user", "seccomp", "rlimits"} <= set(isolation["layers"]), isolation
+    assert isolation["memory_bound"] in ("watcher", "cgroup") and isolation["scratch_bound"] in ("tmpfs", "file size")
