@@ -139,7 +139,6 @@ def _later(report: Report) -> str | None:
 
 def _emit(report: Report, args: argparse.Namespace, path: Path) -> None:
     from grader.views.terminal import summary
-    from grader.report import write
 
     if args.json == "-":
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -155,14 +154,10 @@ def _emit(report: Report, args: argparse.Namespace, path: Path) -> None:
     note = jax_note()  # as the notebook's self-check cells say it
     if note:
         print(note)
-    target = Path(args.json) if args.json else path.with_name(f"{path.stem}.report.json")
-    try:
-        write(report, target)
-    except OSError as exc:
-        print(f"grade: could not write the report to {terminal(target, PATH_LIMIT)} "
-              f"({terminal(exc.strerror)})", file=sys.stderr)
-        return
-    print(f"report: {terminal(target, PATH_LIMIT)}")  # a closed stdout is not the report's fault
+    from grader.selfgrade.kept import keep
+
+    keep(report, Path(args.json) if args.json else path.with_name(f"{path.stem}.report.json"), "report",
+         "the report")
 
 
 def run(argv: list[str]) -> int:

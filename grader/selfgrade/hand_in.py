@@ -27,14 +27,10 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from grader import interrupts
 from grader.errors import GraderError, UsageError
 from grader.inert import MESSAGE_LIMIT, PATH_LIMIT, terminal
-
-if TYPE_CHECKING:
-    from grader.report import Report
 
 ENV_TOKEN = "GRADE_TOKEN"
 TOKEN_FILE = Path("~/.config/jax-course/token")
@@ -438,20 +434,8 @@ def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if tty else None
     print(summary(report, color=tty, verbose=verbose, width=width))
-    _keep(report, path.with_name(f"{path.stem}.hand-in.json"))
+    from grader.selfgrade.kept import keep
+
+    keep(report, path.with_name(f"{path.stem}.hand-in.json"), "hand-in report", "the hand-in's report")
     print(said)
     return report.final, report.max_score
-
-
-def _keep(report: Report, target: Path) -> None:
-    """The verdict's report beside the notebook (as the check here keeps its own): one line saying
-    where, or why it could not be written, which costs the verdict nothing."""
-    from grader.report import write
-
-    try:
-        write(report, target)
-    except OSError as exc:
-        print(f"grade: could not keep the hand-in's report in {terminal(target, PATH_LIMIT)} "
-              f"({terminal(exc.strerror)})", file=sys.stderr)
-        return
-    print(f"hand-in report: {terminal(target, PATH_LIMIT)}")
