@@ -122,21 +122,14 @@ def _report_path(args: argparse.Namespace, submission: Path) -> Path:
 
 def _emit(report: Report, args: argparse.Namespace, submission: Path) -> None:
     from grader.views.terminal import summary
-    from grader.report import write
-
     if args.json == "-":
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
     tty = sys.stdout.isatty()
     print(summary(report, color=tty, verbose=args.verbose, width=shutil.get_terminal_size().columns if tty else None))
-    target = Path(args.json) if args.json else _report_path(args, submission)
-    try:
-        write(report, target)
-    except OSError as exc:
-        print(f"grade: could not write the report to {terminal(target, PATH_LIMIT)} ({terminal(exc.strerror)})",
-              file=sys.stderr)
-        return
-    print(f"report: {terminal(target, PATH_LIMIT)}")  # a closed stdout is not the report's fault (entry())
+    from grader.views.kept import keep
+
+    keep(report, Path(args.json) if args.json else _report_path(args, submission), "report", "the report")
 
 
 def _below(report: Report, fail_under: float | None) -> bool:

@@ -290,11 +290,14 @@ def test_counting_clears_jax_s_caches_so_a_jitted_function_calls_its_helper_on_e
     assert raw["result"]["counts"] == [1, 1]
 
 
+STEP_AND_LOOP = ("import jax, jax.numpy as jnp\n"
+                 "@jax.jit\ndef step(w):\n    return w * 0.5\n"
+                 "def loop(w, n):\n    for _ in range(n):\n        w = step(w)\n    return w\n")
+
+
 def test_a_helper_whose_results_are_thrown_away_is_told_apart_from_one_that_does_the_work() -> None:
     namespace: dict = {}
-    exec("import jax, jax.numpy as jnp\n"  # noqa: S102 - a notebook's cell
-         "@jax.jit\ndef step(w):\n    return w * 0.5\n"
-         "def loop(w, n):\n    for _ in range(n):\n        w = step(w)\n    return w\n"
+    exec(STEP_AND_LOOP +  # noqa: S102 - a notebook's cell
          "def discards(w, n):\n    for _ in range(n):\n        step(w)\n    return w * 0.5 ** n\n"
          "@jax.jit\ndef traced(w):\n    return step(w) + 1\n", namespace)
     calls = [{"args": [array([1.0]), {"t": "py", "v": 0}]}, {"args": [array([1.0]), {"t": "py", "v": 3}]}]
@@ -314,9 +317,7 @@ def test_every_moved_call_runs_after_the_calls_between_two_cache_clears(monkeypa
     hidden check's 0.3 s); each call is still told apart, and a jitted function traced with the
     moved helper leaves no trace behind."""
     namespace: dict = {}
-    exec("import jax, jax.numpy as jnp\n"  # noqa: S102 - a notebook's cell
-         "@jax.jit\ndef step(w):\n    return w * 0.5\n"
-         "def loop(w, n):\n    for _ in range(n):\n        w = step(w)\n    return w\n"
+    exec(STEP_AND_LOOP +  # noqa: S102 - a notebook's cell
          "def half(w, n):\n    for i in range(n):\n        v = step(w)\n        w = v if i % 2 else w * 0.5\n    return w\n"
          "@jax.jit\ndef traced(w):\n    return step(w) + 1\n", namespace)
     cleared = []

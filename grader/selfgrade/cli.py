@@ -154,7 +154,7 @@ def _emit(report: Report, args: argparse.Namespace, path: Path) -> None:
     note = jax_note()  # as the notebook's self-check cells say it
     if note:
         print(note)
-    from grader.selfgrade.kept import keep
+    from grader.views.kept import keep
 
     keep(report, Path(args.json) if args.json else path.with_name(f"{path.stem}.report.json"), "report",
          "the report")

@@ -434,7 +434,7 @@ def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if tty else None
     print(summary(report, color=tty, verbose=verbose, width=width))
-    from grader.selfgrade.kept import keep
+    from grader.views.kept import keep
 
     keep(report, path.with_name(f"{path.stem}.hand-in.json"), "hand-in report", "the hand-in's report")
     print(said)

@@ -1,4 +1,5 @@
-"""A report the pack's `grade` keeps beside the notebook: the check here's, and the hand-in's."""
+"""A report written where the command keeps it, and the line that says where: `grade FILE`'s, the
+pack's check here and its hand-in's."""
 
 from __future__ import annotations
 
