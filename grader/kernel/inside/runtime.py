@@ -43,10 +43,13 @@ def decode(value: dict) -> Any:
     if t == "py":
         return value["v"]
     if t == "array":
-        import jax.numpy as jnp
+        import jax
 
         arr = np.asarray(value["data"], dtype=value["dtype"]).reshape(value["shape"])
-        return jnp.asarray(arr)
+        # what jnp.asarray gives (its dtype as JAX's x64 setting makes it, uncommitted, on the
+        # default device), by a transfer: jnp.asarray compiles a conversion for each new shape and
+        # dtype, 10-15 ms after every cache clear a check makes
+        return jax.device_put(arr)
     if t == "tuple":
         return tuple(decode(v) for v in value["items"])
     if t == "list":
