@@ -35,10 +35,8 @@ from grader.atomic import TEMPORARY_SUFFIX, atomic_file
 from grader.errors import UsageError
 from grader.outputs.names import DELETIONS, GRADEBOOK, LOCK, MANIFEST, STAGING
 
-SERVICE_HOLDER = "grade serve"
 _held: dict[Path, int] = {}  # out folder -> how many `locked` blocks of this process hold it
-
-
+SERVICE_HOLDER = "grade serve"  # how the service names itself in OUT/.lock
 HOLDER_LIMIT = 200  # bytes of OUT/.lock read back: who holds it, in the holder's own words
 
 
