@@ -116,6 +116,80 @@ def test_the_reaper_queues_again_what_a_gone_run_left_running(table: JobTable) -
     assert table.reap("this-run") == (0, 0)
 
 
+def test_a_job_a_killed_run_left_still_has_its_retry(table: JobTable) -> None:
+    """A run killed while grading spends none of the job's retries (found by a review: the reaper's
+    count and the retries' were one, so after a kill -9 a worker's death was already its last)."""
+    job = _accept(table, "alice")
+    table.claim("gone", 60)
+    assert table.reap("this-run") == (1, 0)
+    again = table.claim("this-run", 60)
+    assert again.attempts == 1
+    assert table.retry(again, "this-run", job_states.MACHINE_FAILED) == "queued"
+    assert table.get(job.id).state == "queued"
+
+
+def test_an_earlier_out_s_job_table_gains_the_reaped_count(tmp_path: Path) -> None:
+    book = tmp_path / "gradebook.sqlite"
+    db = sqlite3.connect(book)
+    db.executescript(job_states.SCHEMA.replace(", reaped INTEGER NOT NULL DEFAULT 0", ""))
+    db.close()
+    jobs = JobTable(book)
+    try:
+        job = _accept(jobs, "alice")
+        jobs.claim("gone", 60)
+        assert jobs.reap("this-run") == (1, 0) and jobs.get(job.id).state == "queued"
+    finally:
+        jobs.close()
+
+
+def test_a_job_whose_file_is_gone_is_the_machine_s_failure_and_a_worker_refusing_a_job_queues_it_again(
+        table: JobTable, tmp_path: Path) -> None:
+    """A hand-in's file removed from OUT by hand is "not graded, hand in again" (costing no
+    attempt), never the student's "no such file" grade; a job a worker would not take goes back to
+    the queue even when writing that fails the first time."""
+    from concurrent.futures import Future
+
+    from grader.options import GradeOptions
+    from grader.serve.service import Service
+
+    class Backend:
+        capacity = 1
+        refuse = True
+
+        def submit(self, task):
+            if self.refuse:
+                raise RuntimeError("no worker")
+            return Future()
+
+    gone = _accept(table, "alice")  # its path, /out/hand-ins/..., does not exist
+    service = Service(jobs=table, backend=Backend(), publisher=None, options=GradeOptions(seed=1, assignment="ch2-jit"),
+                      assignment_digest=None, deadline_s=60, worker="run-1")
+    service._fill()
+    assert table.get(gone.id).state == "not_graded" and table.get(gone.id).reason == job_states.FILE_GONE
+    kept = tmp_path / "kept.py"
+    kept.write_text("x = 1\n")
+    job = table.accept(job_id=new_id(), student="bob", assignment="ch2-jit", path=str(kept), file_name="kept.py",
+                       sha256="0" * 64)
+    retry, failures = table.retry, []
+
+    def flaky(*args):
+        if not failures:
+            failures.append(1)
+            raise sqlite3.OperationalError("database is locked")
+        return retry(*args)
+
+    table.retry = flaky  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        service._fill()  # the worker refused it: it is to be queued again
+    assert table.get(job.id).state == "running" and [j.id for j in service._unqueued] == [job.id]
+    with pytest.raises(sqlite3.OperationalError):
+        service._fill()  # queueing it again failed: it stays to be queued, not forgotten
+    assert failures == [1] and [j.id for j in service._unqueued] == [job.id]
+    Backend.refuse = False
+    service._fill()  # queued again, then claimed and taken
+    assert table.get(job.id).state == "running" and table.get(job.id).attempts == 2 and not service._unqueued
+
+
 def test_a_stopping_service_releases_its_running_jobs_without_spending_an_attempt(table: JobTable) -> None:
     job = _accept(table, "alice")
     table.claim("run-1", 60)
@@ -265,3 +339,8 @@ def test_serving_on_the_network_needs_public() -> None:
     assert done.returncode == 2
     assert "not a loopback address" in done.stderr and "--public" in done.stderr and "Traceback" not in done.stderr
     assert not Path("/nonexistent/out").exists()
+    public = subprocess.run([sys.executable, "-m", "grader", "serve", "/nonexistent/out", "-a", "ch2-jit", "--roster",
+                             "r.txt", "--host", "0.0.0.0", "--public"], capture_output=True, text=True, cwd=REPO,
+                            timeout=120)
+    assert public.returncode == 2 and "name the address students open with --origin" in public.stderr
+    assert "Traceback" not in public.stderr and not Path("/nonexistent/out").exists()

@@ -21,9 +21,12 @@ from __future__ import annotations
 import contextlib
 import secrets
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 from starlette.applications import Starlette
@@ -40,7 +43,7 @@ from grader.serve.jobs import Accepted, JobTable, new_id
 from grader.serve.limits import Buckets, RateLimit
 from grader.serve.models import ErrorBody, HandInList, HandInReply, HandInStatus, HandInSummary, Health, Job
 from grader.serve.publish import Publisher
-from grader.serve.security import Guard
+from grader.serve.security import Guard, secured_headers
 from grader.serve.service import Service
 from grader.serve.student_view import feedback_page, page_policy, student_view
 from grader.serve.tokens import Tokens
@@ -65,6 +68,34 @@ class Serving:
     def __post_init__(self) -> None:
         self.hand_ins = Buckets(self.rate)
         self.requests = Buckets(limits.REQUESTS)
+        self.uploading: dict[str, int] = {}  # student -> uploads arriving now (limits.UPLOADS_AT_ONCE)
+        self.pages = Pages()
+
+
+class Pages:
+    """The feedback pages made lately, by job id: a graded hand-in's page never changes, and
+    making one parses the kept file again (0.2 s for a large notebook, holding the GIL the event
+    loop needs), which a student asking for it in a loop would make everyone wait for."""
+
+    KEPT = 64
+
+    def __init__(self) -> None:
+        self._pages: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str) -> str | None:
+        with self._lock:
+            page = self._pages.get(job_id)
+            if page is not None:
+                self._pages.move_to_end(job_id)
+            return page
+
+    def put(self, job_id: str, page: str) -> str:
+        with self._lock:
+            self._pages[job_id] = page
+            while len(self._pages) > self.KEPT:
+                self._pages.popitem(last=False)
+        return page
 
 
 class _Refusal(Exception):
@@ -158,29 +189,75 @@ def _reply(accepted: Accepted, student: str) -> HandInReply:
 async def hand_in(request: Request) -> Response:
     serving = _serving(request)
     student = await run_in_threadpool(_student, request)
+    if serving.uploading.get(student, 0) >= limits.UPLOADS_AT_ONCE:
+        raise _Refusal(429, limits.uploads_at_once(), {"Retry-After": "5"})
     wait = serving.hand_ins.take(student)
     if wait:
         raise _Refusal(429, limits.too_many(wait, serving.rate), {"Retry-After": str(limits.retry_after(wait))})
-    form = await read_form(request)
+    serving.uploading[student] = serving.uploading.get(student, 0) + 1  # the event loop's: no lock
+    try:
+        form = await read_form(request)
+    finally:
+        serving.uploading[student] -= 1
+        if not serving.uploading[student]:
+            del serving.uploading[student]
     try:
         upload = form.get("file")
-        file_name = shown_name(upload.filename)
-        suffix = suffix_of(upload.filename)
-        job_id = new_id()
-        path = OutputFolder(serving.out_dir).hand_in(student, job_id, suffix)
-        sha256 = await run_in_threadpool(store, upload.file, path)
+        accepted = await run_in_threadpool(_admit, serving, student, upload.file, upload.filename)
     finally:
         await form.close()
+    serving.service.wake()
+    return _json(_reply(accepted, student), 202)
+
+
+def _admit(serving: Serving, student: str, data: Any, filename: str) -> Accepted:
+    """Keep the upload under a name of the service's, check it, and queue it: in one worker
+    thread, so that a request cancelled meanwhile (a client gone, the server shutting down) never
+    stops it halfway. A file is removed only while no job can name it: one that fails its check,
+    or whose job was not written; a job, once written, always has its file."""
+    file_name = shown_name(filename)
+    job_id = new_id()
+    path = OutputFolder(serving.out_dir).hand_in(student, job_id, suffix_of(filename))
+    kept = _kept_bytes(path.parent)
+    if kept + _size(data) > limits.KEPT_PER_STUDENT:
+        raise Refused(413, limits.kept_too_much(kept))
     try:
-        await run_in_threadpool(check, path, file_name, serving.assignment, serving.assignment_folder)
-        accepted = await run_in_threadpool(serving.jobs.accept, job_id=job_id, student=student,
-                                           assignment=serving.assignment, path=str(path), file_name=file_name,
-                                           sha256=sha256)
+        sha256 = store(data, path)
+        check(path, file_name, serving.assignment, serving.assignment_folder)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    serving.service.wake()
-    return _json(_reply(accepted, student), 202)
+    try:
+        accepted = serving.jobs.accept(job_id=job_id, student=student, assignment=serving.assignment,
+                                       path=str(path), file_name=file_name, sha256=sha256)
+    except BaseException:
+        try:
+            written = serving.jobs.get(job_id) is not None
+        except Exception:  # noqa: BLE001 - cannot tell: keep the file (an orphan costs disk, a lost file a grade)
+            written = True
+        if not written:
+            path.unlink(missing_ok=True)
+        raise
+    if accepted.superseded and (replaced := serving.jobs.get(accepted.superseded)) is not None:
+        Path(replaced.path).unlink(missing_ok=True)  # never graded now: its row says it was replaced
+    return accepted
+
+
+def _kept_bytes(folder: Path) -> int:
+    """Bytes of the hand-ins kept in a student's folder."""
+    try:
+        return sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
+    except OSError:
+        return 0
+
+
+def _size(data: Any) -> int:
+    """Bytes of an upload's spooled file."""
+    try:
+        data.seek(0, 2)
+        return int(data.tell())
+    except (OSError, ValueError):
+        return 0
 
 
 async def list_hand_ins(request: Request) -> Response:
@@ -208,10 +285,13 @@ async def feedback(request: Request) -> Response:
 
     def page() -> str:
         job = _job_of(serving, _student(request), request.path_params["id"])
+        kept = serving.pages.get(job.id)
+        if kept is not None:
+            return kept
         report = serving.jobs.report(job.id) if job.state == "graded" else None
         if report is None:
             raise _Refusal(404, f"this hand-in has no feedback page: it is {job.state.replace('_', ' ')}")
-        return feedback_page(student_view(report, job.path, job.file_name), Path(job.path))
+        return serving.pages.put(job.id, feedback_page(student_view(report, job.path, job.file_name), Path(job.path)))
 
     html = await run_in_threadpool(page)
     return HTMLResponse(html, headers={"Content-Security-Policy": page_policy(html)})
@@ -232,6 +312,10 @@ async def home(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
+    """{"ok": true} while the dispatcher grades; 503 {"ok": false} when it has stopped (hand-ins
+    would wait for a restart), for a monitor or a proxy's health check to see."""
+    if not _serving(request).service.alive():
+        return _json(Health(ok=False), 503)
     return _json(Health())
 
 
@@ -254,7 +338,11 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     """A bug of the service's: the student gets a sentence; uvicorn logs the traceback for the instructor."""
     where = f"{terminal(request.method, 20)} {terminal(request.url.path, 200)}"
     print(f"grade serve: {where} failed (a bug of the service; its traceback follows)", file=sys.stderr)
-    return _error(500, "the service failed on this request; try again, and tell your instructor if it lasts")
+    # Starlette answers this outside the Guard's middleware: its headers are added here
+    answer = _error(500, "the service failed on this request; try again, and tell your instructor if it lasts")
+    for key, value in secured_headers(api=request.url.path.startswith("/api/")):
+        answer.headers[key] = value
+    return answer
 
 
 def build_app(serving: Serving, *, origins: list[str], any_host: bool) -> Starlette:

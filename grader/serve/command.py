@@ -72,6 +72,10 @@ def _checked(args: argparse.Namespace) -> None:
         raise UsageError(f"--host {terminal(args.host, 60)} is not a loopback address: tokens and notebooks would "
                          "cross the network in clear; put a TLS proxy in front (docs/hand-in-service.md) and pass "
                          "--public")
+    if args.public and not args.origin:
+        raise UsageError("--public serves students through a TLS proxy on another machine, whose scheme the "
+                         "service cannot see: name the address students open with --origin (such as "
+                         "https://grades.example.edu), or the hand-in page's requests are refused")
     if not 0 <= args.port <= 65535:
         raise UsageError("--port must be between 0 and 65535")
     if args.jobs < 1:

@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS hand_ins (
     state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'graded', 'not_graded', 'superseded')),
     accepted_at TEXT NOT NULL, started_at TEXT, deadline_at TEXT, finished_at TEXT, worker TEXT,
     reason TEXT, superseded_by TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-    score REAL, max_score REAL, report TEXT
+    score REAL, max_score REAL, report TEXT, reaped INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS hand_ins_by_state ON hand_ins(state, seq);
 CREATE INDEX IF NOT EXISTS hand_ins_by_student ON hand_ins(student, state);
@@ -63,6 +63,7 @@ RETRIES = 1
 REAPED = 3
 """A job left running by this many service runs that stopped (a crash, kill -9) is not taken again."""
 MACHINE_FAILED = "the grading machine did not finish it"
+FILE_GONE = "its file is no longer on the grading machine"
 STOPPED_REPEATEDLY = "the grading service stopped while grading it, three times"
 
 
@@ -92,12 +93,21 @@ class JobTable:
     def __init__(self, gradebook: Path):
         self.path = gradebook
         self._local = threading.local()
-        self._db().executescript(SCHEMA)
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+        db = self._db()
+        db.executescript(SCHEMA)
+        if "reaped" not in {row[1] for row in db.execute("PRAGMA table_info(hand_ins)")}:  # an earlier OUT's
+            with db:
+                db.execute("ALTER TABLE hand_ins ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0")
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = self._local.db = sqlite3.connect(self.path, timeout=30)
+            # used by its own thread only; closed from another one by close_all
+            db = self._local.db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            with self._opened_lock:
+                self._opened.append(db)
         return db
 
     def close(self) -> None:
@@ -106,6 +116,14 @@ class JobTable:
         if db is not None:
             db.close()
             del self._local.db
+
+    def close_all(self) -> None:
+        """Close every thread's connection (the web server's threads too), once they are done."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for db in opened:
+            db.close()
+        self._local = threading.local()
 
     # ------------------------------------------------------------------ a student's side
 
@@ -230,15 +248,18 @@ class JobTable:
 
     def reap(self, worker: str) -> tuple[int, int]:
         """At start: every job left running by another service run (gone: this one holds OUT's
-        lock) is queued again, or not graded after REAPED runs. Returns (queued, given up)."""
+        lock) is queued again, its attempt not counted (as `release` does: the service stopped,
+        not the grading), or not graded once REAPED runs were stopped while grading it (`reaped`,
+        a count of its own). Returns (queued, given up)."""
         db = self._db()
         with db:
             lost = db.execute(
-                "UPDATE hand_ins SET state = 'not_graded', finished_at = ?, reason = ? WHERE state = 'running'"
-                " AND coalesce(worker, '') != ? AND attempts >= ?",
+                "UPDATE hand_ins SET state = 'not_graded', finished_at = ?, reason = ?, reaped = reaped + 1"
+                " WHERE state = 'running' AND coalesce(worker, '') != ? AND reaped + 1 >= ?",
                 (now(), STOPPED_REPEATEDLY, worker, REAPED)).rowcount
             again = db.execute(
-                "UPDATE hand_ins SET state = 'queued', worker = NULL, started_at = NULL, deadline_at = NULL"
+                "UPDATE hand_ins SET state = 'queued', worker = NULL, started_at = NULL, deadline_at = NULL,"
+                " attempts = max(attempts - 1, 0), reaped = reaped + 1"
                 " WHERE state = 'running' AND coalesce(worker, '') != ?", (worker,)).rowcount
         return again, lost
 

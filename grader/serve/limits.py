@@ -39,6 +39,33 @@ class RateLimit(BaseModel):
 REQUESTS = RateLimit(per_minute=1800, burst=120)
 """Every request of one student (status polls included): thirty a second, 120 at once."""
 
+UPLOAD_S = 300.0
+"""How long one upload's body may take to arrive (20 MiB at about 0.5 Mbit/s): a body trickling in
+a byte at a time (a slow-read attack, or a connection that died without closing) is answered 408
+then, instead of holding its connection and its part of the service for ever."""
+UPLOADS_AT_ONCE = 2
+"""Uploads of one student arriving at once: more are answered 429 (each holds a connection)."""
+
+
+KEPT_PER_STUDENT = 200 * 2**20
+"""Bytes of hand-ins kept for one student (OUT/hand-ins/<student>/): past it a hand-in is refused
+(413), so that one token cannot fill the machine's disk at the rate limit (20 MiB a file)."""
+
+
+def kept_too_much(kept: int) -> str:
+    return (f"you have {kept / 2**20:.0f} MiB of hand-ins kept here, the most one student may: ask your instructor "
+            "to make room (or hand in a smaller file: outputs cleared)")
+
+
+def upload_too_slow() -> str:
+    return (f"the file did not arrive within {UPLOAD_S:g} s: hand it in again (on a steadier connection, "
+            "or a smaller file: outputs cleared)")
+
+
+def uploads_at_once() -> str:
+    return (f"you are handing in {UPLOADS_AT_ONCE} files at once already: wait until one has arrived, "
+            "then hand this one in")
+
 
 class TooLarge(Exception):
     """A request body past the limit (answered 413)."""

@@ -93,6 +93,11 @@ class Guard:
         return given in self.origins or given == origin_of(f"{scope.get('scheme', 'http')}://{host}")
 
 
+def secured_headers(api: bool) -> list[tuple[str, str]]:
+    """The headers every answer carries (`_secured`), for one made outside the Guard (a 500)."""
+    return [(k.decode(), v.decode()) for k, v in _secured([], api)]
+
+
 def _secured(headers: list[tuple[bytes, bytes]], api: bool) -> list[tuple[bytes, bytes]]:
     names = {k.lower() for k, _ in headers}
     added = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]

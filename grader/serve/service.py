@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 
 from grader.batch.executors import Task
 from grader.inert import MESSAGE_LIMIT, terminal
@@ -91,6 +92,7 @@ class Service:
         self.prepare = prepare
         self._events: queue.SimpleQueue[Future[Report] | None] = queue.SimpleQueue()
         self._running: dict[Future[Report], _Running] = {}
+        self._unqueued: list[Job] = []  # claimed, not handed to a worker, not yet queued again
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -113,28 +115,42 @@ class Service:
 
     # ------------------------------------------------------------------ the loop
 
+    def alive(self) -> bool:
+        """Whether the dispatcher runs (what /healthz reports): hand-ins accepted while it does
+        not would wait for a restart."""
+        return self._thread is not None and self._thread.is_alive() and not self._stopping.is_set()
+
     def _loop(self) -> None:
-        book = Gradebook(self.jobs.path)
+        book: Gradebook | None = None
         try:
             start = getattr(self.backend, "start", None)
             if start is not None:
-                start()  # from this thread: the workers die with the thread that started them
+                try:
+                    start()  # from this thread: the workers die with the thread that started them
+                except Exception as exc:  # noqa: BLE001 - a head start only: a worker starts with its first task
+                    self._said("starting the workers failed", exc)
             if self.prepare is not None:
                 self.prepare()  # while the workers boot; it never raises (a cache, as in a batch)
             while not self._stopping.is_set():
                 try:
+                    book = book or Gradebook(self.jobs.path)
                     self._turn(book)
                 except Exception as exc:  # noqa: BLE001 - say so, and go on: the jobs are in the table
-                    why = terminal(f"{type(exc).__name__}: {exc}", MESSAGE_LIMIT)
-                    print(f"grade serve: the grading loop failed ({why}); trying again in a few seconds",
-                          file=sys.stderr)
+                    self._said("the grading loop failed", exc)
                     self._stopping.wait(5.0)
-            self._drain(book)
+            if book is not None:
+                self._drain(book)
         finally:
             self.backend.close()
             self.jobs.release(self.worker)
             self.jobs.close()
-            book.close()
+            if book is not None:
+                book.close()
+
+    @staticmethod
+    def _said(what: str, exc: BaseException) -> None:
+        why = terminal(f"{type(exc).__name__}: {exc}", MESSAGE_LIMIT)
+        print(f"grade serve: {what} ({why}); trying again in a few seconds", file=sys.stderr)
 
     def _turn(self, book: Gradebook) -> None:
         """Fill the free workers, stop the overdue ones, then record what ends (or wait a little)."""
@@ -158,15 +174,24 @@ class Service:
             self._finish(future, book)
 
     def _fill(self) -> None:
+        """Hand queued jobs to free workers. A job whose file is gone from OUT (removed by hand)
+        is the machine's failure, not the student's; one a worker would not take is queued again
+        (kept to try again on the next turn if even that cannot be written)."""
+        while self._unqueued:
+            self.jobs.retry(self._unqueued[0], self.worker, job_states.MACHINE_FAILED)
+            self._unqueued.pop(0)
         while len(self._running) < self.backend.capacity and not self._stopping.is_set():
             job = self.jobs.claim(self.worker, self.deadline_s)
             if job is None:
                 return
+            if not Path(job.path).is_file():
+                self.jobs.not_graded(job, self.worker, job_states.FILE_GONE)
+                continue
             task = Task(student=job.student, path=job.path, options=self.options)
             try:
                 future = self.backend.submit(task)
             except Exception:
-                self.jobs.retry(job, self.worker, job_states.MACHINE_FAILED)
+                self._unqueued.append(job)
                 raise
             self._running[future] = _Running(job, future, time.monotonic() + self.deadline_s)
             future.add_done_callback(self._events.put)

@@ -73,10 +73,15 @@ async def read_form(request: Any) -> Any:
         raise Refused(400, f"send the file as a form (multipart/form-data) with one field named {FORM}")
     if limits.declared_too_large(request.headers.get("content-length")):
         raise Refused(413, limits.too_large())
+    import anyio
+
     parser = MultiPartParser(request.headers, limits.bounded(request.stream()), max_files=1, max_fields=4,
                              max_part_size=4096)
     try:
-        form = await parser.parse()
+        with anyio.fail_after(limits.UPLOAD_S):
+            form = await parser.parse()
+    except TimeoutError:
+        raise Refused(408, limits.upload_too_slow()) from None
     except limits.TooLarge:
         raise Refused(413, limits.too_large()) from None
     except MultiPartException:
