@@ -272,9 +272,9 @@ class Service:
         if 200 <= status < 300:
             return Reply(status, self._json(raw, status))
         if 300 <= status < 400:
+            elsewhere = terminal(location.replace(self._token, "…"), PATH_LIMIT) or "another address"
             raise HandInRefused(f"the hand-in service at {terminal(self.url, PATH_LIMIT)} sends requests to "
-                                f"{terminal(location, PATH_LIMIT) or 'another address'}: hand in there with "
-                                "--hand-in URL")
+                                f"{elsewhere}: hand in there with --hand-in URL")
         raise self._refusal(status, reason, raw, retry_after)
 
     def _json(self, raw: bytes, status: int) -> dict:
