@@ -314,8 +314,8 @@ def test_a_helper_whose_results_are_thrown_away_is_told_apart_from_one_that_does
 def test_every_moved_call_runs_after_the_calls_between_two_cache_clears(monkeypatch) -> None:
     """The moved runs of a `perturb` request come after all its calls, JAX's caches cleared once
     before them and once after (not twice a call: each clear made `step` trace again, 0.2 s of a
-    hidden check's 0.3 s); each call is still told apart, and a jitted function traced with the
-    moved helper leaves no trace behind."""
+    hidden check's 0.3 s), besides the clear before each counted call; each call is still told
+    apart, and a jitted function traced with the moved helper leaves no trace behind."""
     namespace: dict = {}
     exec(STEP_AND_LOOP +  # noqa: S102 - a notebook's cell
          "def half(w, n):\n    for i in range(n):\n        v = step(w)\n        w = v if i % 2 else w * 0.5\n    return w\n"
@@ -325,13 +325,44 @@ def test_every_moved_call_runs_after_the_calls_between_two_cache_clears(monkeypa
     monkeypatch.setattr(jax, "clear_caches", lambda: (cleared.append(1), real())[1])
     calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (1, 2, 4, 3)]
     used = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
-    assert (used["counts"], used["uses"]) == ([1, 2, 4, 3], [True, True, True, True]) and len(cleared) == 2
+    assert (used["counts"], used["uses"]) == ([1, 2, 4, 3], [True, True, True, True])
+    assert len(cleared) == len(calls) + 2  # before each counted call, then before and after the moved ones
     once = observe(namespace, "half", calls, count_calls="step", perturb=True)["result"]
     assert once["uses"] == [False, True, True, True]  # n = 1 throws step's only result away
     inside = observe(namespace, "traced", [{"args": [array([2.0])]}, {"args": [array([3.0])]}], count_calls="step",
                      perturb=True)["result"]
     assert inside["uses"] == [True, True] and [v["data"] for v in inside["values"]] == [[2.0], [2.5]]
     assert float(namespace["traced"](jnp.ones(1) * 2.0)[0]) == 2.0  # no trace with the moved step left behind
+
+
+def test_a_step_called_once_through_a_jitted_helper_and_then_eagerly_is_counted_on_every_call() -> None:
+    """Found by an attack on the moved calls' change: the calls after the first reused the first
+    one's trace of the jitted helper, so `step` inside it went uncounted (4 of 5, a wrong "called
+    step 4 times" for an honest loop). JAX's caches are cleared before each counted call."""
+    namespace: dict = {}
+    exec("import jax, jax.numpy as jnp\n"  # noqa: S102 - a notebook's cell
+         "def step(w):\n    return w * 0.5\n"
+         "@jax.jit\ndef first(w):\n    return step(w)\n"
+         "def loop(w, n):\n    w = first(w)\n    for _ in range(n - 1):\n        w = step(w)\n    return w\n",
+         namespace)
+    namespace["loop"](jnp.ones(1), 2)  # an earlier cell traced `first` for these shapes
+    calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (2, 5, 3)]
+    counted = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
+    assert (counted["counts"], counted["uses"]) == ([2, 5, 3], [True, True, True])
+
+
+def test_a_loop_that_answers_differently_when_its_inputs_repeat_is_not_taken_for_one_using_step() -> None:
+    """A cheat that throws step's results away and adds 1 when a call repeats the previous one's
+    inputs (as a moved run right after its own call would): the moved runs come after all the
+    calls, so none of them follows its own call."""
+    namespace: dict = {}
+    exec(STEP_AND_LOOP +  # noqa: S102 - a notebook's cell
+         "prev = [None]\n"
+         "def cheat(w, n):\n    key = (tuple(w.tolist()), n)\n    again = prev[0] == key\n    prev[0] = key\n"
+         "    for _ in range(n):\n        step(w)\n    return w * 0.5 ** n + (1.0 if again else 0.0)\n", namespace)
+    calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (1, 2, 4, 3)]
+    caught = observe(namespace, "cheat", calls, count_calls="step", perturb=True)["result"]
+    assert caught["counts"] == [1, 2, 4, 3] and caught["uses"] == [False, False, False, False]
 
 
 def test_a_moved_result_is_the_eager_add_s_dtype_and_weak_type() -> None:

@@ -506,9 +506,11 @@ def op_call(request: dict, namespace: dict) -> dict:
     """Call the function on each call in turn. With `watch`, JAX's caches are cleared before each
     call, so that a jitted function traces again and what its Python does while tracing (the
     globals it changes) happens during this call, and what changed outside the function is
-    reported (`state.py`). With `count_calls`, a call that made no call of the helper is made
-    again on cleared caches: a jitted function whose trace an earlier cell left in the cache calls
-    its helpers only when it traces (a Python loop around a jitted step counts without that)."""
+    reported (`state.py`). With `count_calls` too: a jitted function whose trace an earlier cell or
+    call left in the cache calls its helpers only when it traces, so a loop that calls `step` once
+    through a jitted helper and the other times eagerly would be counted short on every call but
+    the first (found by an attack on the moved calls' change, which had made the calls after the
+    first reuse each other's traces)."""
     import jax
 
     fn = _resolve(namespace, request["target"])
@@ -524,15 +526,11 @@ def op_call(request: dict, namespace: dict) -> dict:
     try:
         with jax.disable_jit(False), held, _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
             for args, kwargs in calls:
-                if state:
+                if state or counting:
                     jax.clear_caches()
                 before = state.snapshot(namespace, fn, args, kwargs) if state else None
                 values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
                 count = counted.take()
-                if counting and count == 0:  # perhaps a cached trace: once more, tracing again
-                    jax.clear_caches()
-                    jax.block_until_ready(fn(*args, **kwargs))
-                    count = counted.take()
                 counts.append(count)
                 if perturbing and state:  # what the moved call changes is this call's to report
                     uses += _uses_what_it_returns(fn, [(args, kwargs, values[-1])], counted) if count else [False]
