@@ -128,7 +128,7 @@ class Service:
                 try:
                     start()  # from this thread: the workers die with the thread that started them
                 except Exception as exc:  # noqa: BLE001 - a head start only: a worker starts with its first task
-                    self._said("starting the workers failed", exc)
+                    self._said("starting the workers failed", exc, "each starts with its first hand-in instead")
             if self.prepare is not None:
                 self.prepare()  # while the workers boot; it never raises (a cache, as in a batch)
             while not self._stopping.is_set():
@@ -148,9 +148,9 @@ class Service:
                 book.close()
 
     @staticmethod
-    def _said(what: str, exc: BaseException) -> None:
+    def _said(what: str, exc: BaseException, then: str = "trying again in a few seconds") -> None:
         why = terminal(f"{type(exc).__name__}: {exc}", MESSAGE_LIMIT)
-        print(f"grade serve: {what} ({why}); trying again in a few seconds", file=sys.stderr)
+        print(f"grade serve: {what} ({why}); {then}", file=sys.stderr)
 
     def _turn(self, book: Gradebook) -> None:
         """Fill the free workers, stop the overdue ones, then record what ends (or wait a little)."""
