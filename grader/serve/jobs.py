@@ -2,7 +2,7 @@
 
     hand_ins(id, seq, student, assignment, path, file_name, sha256, state, accepted_at, started_at,
              deadline_at, finished_at, worker, reason, superseded_by, attempts, score, max_score,
-             report)
+             report, reaped)
 
 The same SQLite file as the batch's gradebook (grader/outputs/gradebook.py), so that one file is
 the service's whole state, and a report recorded for a hand-in is recorded exactly as a batch
@@ -24,7 +24,8 @@ then) or graded with its row recorded, never graded twice:
 - finishing is one transaction holding both the job's `graded` (only from `running`, and only by
   the service run that claimed it) and `Gradebook.record` of its report;
 - the reaper, at start, puts back every job left `running` by a service run that is gone (OUT's
-  lock says no other runs), and gives up on one that three runs took without finishing.
+  lock says no other runs), its attempt not counted, and gives up on one that three runs took
+  without finishing (`reaped`).
 
 A job's report is kept with it (the student's row keeps only the latest), and `reason` is the
 sentence a student reads when it was not graded (or, graded, why their file could not be).
