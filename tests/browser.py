@@ -121,11 +121,8 @@ class Browser:
 
     def evaluate(self, expression: str) -> object:
         """The value of a JavaScript expression (awaited when it is a promise), as JSON."""
-        answer = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True,
-                           awaitPromise=True)
-        if "exceptionDetails" in answer:
-            raise RuntimeError(f"{expression}: {_thrown(answer)}")
-        return answer["result"].get("value")
+        return _value(expression, self.call("Runtime.evaluate", session=True, expression=expression,
+                                            returnByValue=True, awaitPromise=True))
 
     def in_frame(self, expression: str, timeout: float = 30.0) -> object:
         """The value of a JavaScript expression in the page's iframe once it is truthy (the frame's
@@ -156,9 +153,7 @@ class Browser:
             world = self.call("Page.createIsolatedWorld", session=True, frameId=frame)["executionContextId"]
             answer = self.call("Runtime.evaluate", session=True, expression=expression, contextId=world,
                                returnByValue=True)
-        if "exceptionDetails" in answer:
-            raise RuntimeError(f"{expression}: {_thrown(answer)}")
-        return answer["result"].get("value")
+        return _value(expression, answer)
 
     def wait_for(self, expression: str, timeout: float = 60.0) -> object:
         """Evaluate `expression` until it is truthy (its value), or fail at the deadline."""
@@ -190,6 +185,13 @@ class Browser:
         said += [" ".join(str(a.get("value", a.get("description", ""))) for a in e["params"].get("args", []))
                  for e in self.events if e.get("method") == "Runtime.consoleAPICalled"]
         return said
+
+
+def _value(expression: str, answer: dict) -> object:
+    """A Runtime.evaluate answer's value, or RuntimeError with what the expression threw."""
+    if "exceptionDetails" in answer:
+        raise RuntimeError(f"{expression}: {_thrown(answer)}")
+    return answer["result"].get("value")
 
 
 def _thrown(answer: dict) -> str:

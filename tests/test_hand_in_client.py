@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,17 +62,9 @@ def _installed_pack(where: Path, url: str) -> Path:
     """ch2-jit's pack made with `--hand-in-url URL`, installed (without its dependencies, which a
     .pth line finds in this Python) into a venv that cannot see this checkout: its `grade`."""
     from grader.course.pack import build_pack
+    from test_pack import _launcher_venv
 
-    wheel = build_pack("ch2-jit", where / "handout", hand_in_url=url)
-    venv = where / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    (Path(purelib) / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                           "--no-compile", str(wheel)], capture_output=True, text=True, env=_env(where))
-    assert done.returncode == 0, done.stderr[-2000:]
+    venv, _ = _launcher_venv(where, build_pack("ch2-jit", where / "handout", hand_in_url=url))
     return venv / "bin" / "grade"
 
 

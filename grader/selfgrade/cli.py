@@ -111,7 +111,7 @@ def _hand_in_address(argv: list[str]) -> list[str]:
     return out
 
 
-class _Progress:
+class Progress:
     """What runs now, on one line of a terminal's stderr (nothing when it is not a terminal)."""
 
     def __init__(self) -> None:
@@ -185,7 +185,7 @@ def run(argv: list[str]) -> int:
         from grader.selfgrade.child import Child
 
         first = Child(path.resolve().parent)
-    progress = _Progress()
+    progress = Progress()
     try:
         from grader.selfgrade.grading import grade_notebook
 

@@ -374,28 +374,12 @@ def later(url: str) -> str:
     return f"its verdict will be on the hand-in page, {terminal(url, PATH_LIMIT)}/"
 
 
-class _Progress:
-    """The hand-in's state on one line of a terminal's stderr (nothing when it is not a terminal)."""
-
-    def __init__(self) -> None:
-        self.shown = sys.stderr.isatty()
-
-    def __call__(self, state: dict) -> None:
-        if not self.shown:
-            return
-        if state["state"] == "queued":
-            ahead = state.get("position")
-            text = f"queued, {ahead} ahead" if isinstance(ahead, int) and ahead > 0 else "queued, next"
-        else:
-            text = {"running": "being graded"}.get(state["state"], "")
-        if text:
-            sys.stderr.write(f"\r\033[Khanded in: {text}…")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+def _state_line(state: dict) -> str:
+    """The hand-in's state in a few words for the terminal's progress line ("" for none)."""
+    if state["state"] == "queued":
+        ahead = state.get("position")
+        return f"queued, {ahead} ahead" if isinstance(ahead, int) and ahead > 0 else "queued, next"
+    return {"running": "being graded"}.get(state["state"], "")
 
 
 def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
@@ -415,9 +399,17 @@ def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
                              f"{later(url)}", stop) from None
     print(f"handed in to {terminal(url, PATH_LIMIT)}: {service.plain(accepted.get('message') or 'queued')}")
     sys.stdout.flush()
-    progress = _Progress()
+    from grader.selfgrade.cli import Progress
+
+    progress = Progress()
+
+    def show(state: dict) -> None:
+        line = _state_line(state)
+        if line:
+            progress(f"handed in: {line}")
+
     try:
-        done = wait(service, accepted["id"], progress, wait_s=wait_s)
+        done = wait(service, accepted["id"], show, wait_s=wait_s)
     except KeyboardInterrupt as stop:
         raise StoppedWaiting(f"stopped waiting; your notebook was handed in and is still being graded: "
                              f"{later(url)}", stop) from None
