@@ -188,7 +188,7 @@ class LocalExecutor:
                 culprits = _culprits(pool, running, finished)
                 left = list(pending.values())
                 pending.clear()
-                _stop(pool)
+                stop_pool(pool)
                 pool = self._pool(started, sandbox)
                 for task in left:
                     if task.student in culprits and task.student in blamed:
@@ -200,7 +200,7 @@ class LocalExecutor:
                     pending[pool.submit(_grade_in_worker, task)] = task
         finally:
             if pending:  # interrupted (Ctrl-C) or stopped by a grader fault: don't wait for them
-                _stop(pool)
+                stop_pool(pool)
             else:
                 pool.shutdown(wait=True)
 
@@ -220,7 +220,7 @@ def _culprits(pool: ProcessPoolExecutor, running: dict[int, str], finished: set[
     return blamed or set(active.values())
 
 
-def _stop(pool: ProcessPoolExecutor) -> None:
+def stop_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool without waiting on it: its workers (which ignore SIGINT) are told to clean up
     and go (SIGTERM), then killed if they linger; only then is the pool shut down, so shutting
     down never waits on a worker that does not exit."""

@@ -20,7 +20,7 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Protocol
 
-from grader.batch.executors import Task, grade_task
+from grader.batch.executors import Task, grade_task, stop_pool
 from grader.batch.worker_process import init
 from grader.report import Report
 
@@ -75,23 +75,9 @@ class _Slot:
     def kill(self) -> None:
         """Stop the worker (SIGTERM: it kills its kernels and goes; SIGKILL if it lingers) and sweep
         what it left; its running task's future fails. The next task gets a fresh worker."""
-        from grader.sandbox.layers import sweep
-
         pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        processes = list((getattr(pool, "_processes", {}) or {}).values())
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-        for process in processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
-            if process.pid is not None:
-                sweep(process.pid)
-        pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            stop_pool(pool)  # a batch's own way to stop its pool
 
 
 class LocalBackend:
