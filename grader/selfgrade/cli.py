@@ -111,23 +111,6 @@ def _hand_in_address(argv: list[str]) -> list[str]:
     return out
 
 
-class Progress:
-    """What runs now, on one line of a terminal's stderr (nothing when it is not a terminal)."""
-
-    def __init__(self) -> None:
-        self.shown = sys.stderr.isatty()
-
-    def __call__(self, text: str) -> None:
-        if self.shown:
-            sys.stderr.write(f"\r\033[K{text}…")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
 def _later(report: Report) -> str | None:
     """The points this check leaves to the hand-in, in one sentence (None when there are none)."""
     points = sum(c.max_score for e in report.exercises for c in e.checks if c.reason == "on_hand_in")
@@ -185,6 +168,8 @@ def run(argv: list[str]) -> int:
         from grader.selfgrade.child import Child
 
         first = Child(path.resolve().parent)
+    from grader.views.status_line import Progress
+
     progress = Progress()
     try:
         from grader.selfgrade.grading import grade_notebook

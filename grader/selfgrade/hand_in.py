@@ -399,7 +399,7 @@ def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
                              f"{later(url)}", stop) from None
     print(f"handed in to {terminal(url, PATH_LIMIT)}: {service.plain(accepted.get('message') or 'queued')}")
     sys.stdout.flush()
-    from grader.selfgrade.cli import Progress
+    from grader.views.status_line import Progress
 
     progress = Progress()
 
