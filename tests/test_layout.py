@@ -28,7 +28,7 @@ RANKS = {
     "process": 5,  # sandbox, kernel (the client side), verifier (the client side)
     "pipeline": 6,  # grade_one, precompile, the self-check and the pack's grade, the views of a report
     "class": 7,  # batch, outputs, gradescope, course, term
-    "service": 8,  # serve: the hand-in service over a batch's folder
+    "service": 8,  # serve: the hand-in service over a batch's folder; lti: the service as an LTI tool
     "cli": 9,
 }
 BASE = {"errors", "faults", "spec", "report", "values", "assignment",
@@ -51,7 +51,7 @@ def rank(module: str) -> str:
         return "pipeline"
     if top in ("sandbox", "kernel", "verifier"):
         return "process"
-    if top == "serve":
+    if top in ("serve", "lti"):
         return "service"
     if top in ("batch", "outputs", "gradescope", "course", "term", "__main__"):
         return "class" if top != "__main__" else "cli"

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from starlette.applications import Starlette
@@ -49,6 +49,9 @@ from grader.serve.student_view import feedback_page, page_policy, student_view
 from grader.serve.tokens import Tokens
 from grader.serve.uploads import Refused, check, read_form, shown_name, store, suffix_of
 
+if TYPE_CHECKING:
+    from grader.lti.tool import LtiTool
+
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
@@ -64,6 +67,7 @@ class Serving:
     service: Service
     publisher: Publisher
     rate: RateLimit
+    lti: LtiTool | None = None  # `--lti FILE`: launches from the LMS, grades back to it (grader/lti/)
 
     def __post_init__(self) -> None:
         self.hand_ins = Buckets(self.rate)
@@ -124,6 +128,8 @@ def _student(request: Request) -> str:
         raise _Refusal(401, "send your hand-in token: Authorization: Bearer <token> (your course gave you one)",
                        {"WWW-Authenticate": "Bearer"})
     student = serving.tokens.student(token.strip())
+    if student is None and serving.lti is not None:  # a launch's session (grader/lti/routes.py)
+        student = serving.lti.store.session_student(token.strip())
     if student is None:
         raise _Refusal(401, "this token is not one the course issued, or it was replaced: ask your instructor "
                             "for yours", {"WWW-Authenticate": "Bearer"})
@@ -303,9 +309,8 @@ async def home(request: Request) -> Response:
     except ImportError:
         return _error(404, "the hand-in page is not installed here: hand in with `grade FILE --hand-in`")
     nonce = secrets.token_urlsafe(16)
-    policy = getattr(page, "content_security_policy", None)
-    csp = policy(nonce) if policy else (f"default-src 'self'; script-src 'nonce-{nonce}'; "
-                                        f"style-src 'nonce-{nonce}'; frame-ancestors 'none'")
+    lti = _serving(request).lti
+    csp = page.content_security_policy(nonce, frame_origins=lti.frame_origins() if lti else [])
     title = _serving(request).assignment
     return HTMLResponse(page.hand_in_page(nonce=nonce, title=title),
                         headers={"Content-Security-Policy": csp, "Cache-Control": "no-store"})
@@ -351,22 +356,32 @@ def build_app(serving: Serving, *, origins: list[str], any_host: bool) -> Starle
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if serving.lti is not None:
+            serving.lti.start()
         serving.publisher.start()
         serving.service.start()
         try:
             yield
         finally:
             await run_in_threadpool(serving.service.stop)
-            await run_in_threadpool(serving.publisher.stop)
+            await run_in_threadpool(serving.publisher.stop)  # its last rebuild owes the last grades
+            if serving.lti is not None:
+                await run_in_threadpool(serving.lti.stop)
 
+    routes = [Route("/", home), Route("/healthz", healthz),
+              Route("/api/hand-ins", hand_in, methods=["POST"]),
+              Route("/api/hand-ins", list_hand_ins, methods=["GET"]),
+              Route("/api/hand-ins/{id}", one_hand_in, methods=["GET"]),
+              Route("/api/hand-ins/{id}/feedback", feedback, methods=["GET"])]
+    if serving.lti is not None:
+        from grader.lti.routes import LAUNCH_PATHS, lti_routes
+
+        routes += lti_routes()
     app = Starlette(
-        routes=[Route("/", home), Route("/healthz", healthz),
-                Route("/api/hand-ins", hand_in, methods=["POST"]),
-                Route("/api/hand-ins", list_hand_ins, methods=["GET"]),
-                Route("/api/hand-ins/{id}", one_hand_in, methods=["GET"]),
-                Route("/api/hand-ins/{id}/feedback", feedback, methods=["GET"])],
+        routes=routes,
         exception_handlers={_Refusal: _refused, Refused: _refused, HTTPException: _http, Exception: _unexpected},
         lifespan=lifespan)
     app.state.serving = serving
-    app.add_middleware(Guard, origins=origins, any_host=any_host)
+    app.add_middleware(Guard, origins=origins, any_host=any_host,
+                       cross_site_posts=LAUNCH_PATHS if serving.lti is not None else ())
     return app

@@ -12,6 +12,8 @@ style let through by the page's nonce, since a srcdoc frame keeps the page's pol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import html
 import re
 
@@ -310,12 +312,14 @@ _SCRIPT = r"""
 """
 
 
-def content_security_policy(nonce: str) -> str:
+def content_security_policy(nonce: str, frame_origins: Sequence[str] = ()) -> str:
     """The Content-Security-Policy the page is made for: its own origin only, its inline style and
-    script by `nonce` (fresh per response), never framed, no base or form target elsewhere."""
+    script by `nonce` (fresh per response), no base or form target elsewhere, and framed only by
+    `frame_origins` (the LMSs an LTI launch opens it in; by nothing without one)."""
     _check(nonce)
+    ancestors = " ".join(frame_origins) or "'none'"
     return (f"default-src 'self'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; img-src 'self' data:; "
-            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+            f"base-uri 'none'; form-action 'self'; frame-ancestors {ancestors}")
 
 
 def _check(nonce: str) -> None:

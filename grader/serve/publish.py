@@ -19,9 +19,14 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.inert import MESSAGE_LIMIT, terminal
+
+if TYPE_CHECKING:
+    from grader.report import Report
 
 INTERVAL_S = 3.0
 
@@ -32,6 +37,8 @@ class Publisher:
     def __init__(self, out_dir: Path, interval: float = INTERVAL_S):
         self.out_dir = out_dir
         self.interval = interval
+        self.published: Callable[[dict[str, Report]], None] | None = None
+        """Told each rebuild's final reports (the LTI outbox owes them to the LMS: grader/lti/outbox.py)."""
         self._changed: set[str] = set()
         self._dirty = False
         self._cond = threading.Condition()
@@ -82,18 +89,28 @@ class Publisher:
                 return
             changed, self._changed, self._dirty = self._changed, set(), False
         try:
-            publish(self.out_dir, changed)
-            self.rebuilds += 1
+            reports = publish(self.out_dir, changed)
         except Exception as exc:  # noqa: BLE001 - the outputs lag; the gradebook has every result
-            with self._cond:
-                self._changed |= changed
-                self._dirty = True
-            print(f"grade serve: the outputs in {terminal(self.out_dir)} could not be rebuilt "
-                  f"({terminal(f'{type(exc).__name__}: {exc}', MESSAGE_LIMIT)}); retrying", file=sys.stderr)
+            self._again(changed, f"the outputs in {terminal(self.out_dir)} could not be rebuilt", exc)
+            return
+        self.rebuilds += 1
+        try:
+            if self.published is not None:
+                self.published(reports)
+        except Exception as exc:  # noqa: BLE001 - owed at the next rebuild, which this one asks for
+            self._again(changed, "the grades could not be queued for the LMS", exc)
+
+    def _again(self, changed: set[str], what: str, exc: Exception) -> None:
+        with self._cond:
+            self._changed |= changed
+            self._dirty = True
+        print(f"grade serve: {what} ({terminal(f'{type(exc).__name__}: {exc}', MESSAGE_LIMIT)}); retrying",
+              file=sys.stderr)
 
 
-def publish(out_dir: Path, changed: set[str]) -> None:
-    """Rebuild every output of OUT from its live gradebook, in one commit of the staging folder."""
+def publish(out_dir: Path, changed: set[str]) -> dict[str, Report]:
+    """Rebuild every output of OUT from its live gradebook, in one commit of the staging folder;
+    the final reports (the grades after the late policy and adjustments)."""
     from grader.outputs.gradebook import Gradebook
     from grader.outputs.names import OutputFolder
     from grader.outputs.rebuild import rebuild
@@ -102,8 +119,9 @@ def publish(out_dir: Path, changed: set[str]) -> None:
     stage = Staging(out_dir)
     try:
         with Gradebook(OutputFolder(out_dir).gradebook) as book:
-            rebuild(stage, book, book.export_settings(), changed)
+            rebuilt = rebuild(stage, book, book.export_settings(), changed)
     except BaseException:
         stage.abort()
         raise
     stage.commit()
+    return rebuilt.reports

@@ -6,7 +6,8 @@ cross-site request to forge. On top of that:
 
 - a POST whose `Origin` header is present and is not the service's own origin (the scheme and
   host the request was made to, which a TLS proxy in front reports, or one given with `--origin`)
-  is refused, 403;
+  is refused, 403 (but on the LTI launch's paths, which the LMS's pages post to: grader/lti/routes.py
+  checks their Origin against the platform's);
 - a request whose Host is not one the service answers to (loopback names, and the hosts of
   `--origin`; any with `--public` and no `--origin`) is refused, 400: a page of another site that
   a DNS trick points at 127.0.0.1 cannot talk to it;
@@ -57,8 +58,10 @@ def _host_name(host_header: str) -> str:
 class Guard:
     """The ASGI middleware that refuses foreign origins and hosts and adds the security headers."""
 
-    def __init__(self, app: ASGIApp, *, origins: Iterable[str] = (), any_host: bool = False):
+    def __init__(self, app: ASGIApp, *, origins: Iterable[str] = (), any_host: bool = False,
+                 cross_site_posts: Iterable[str] = ()):
         self.app = app
+        self.cross_site_posts = frozenset(cross_site_posts)
         self.origins = {o for o in (origin_of(u) for u in origins) if o}
         self.hosts = None if any_host and not self.origins else \
             set(LOOPBACK_HOSTS) | {_host_name(urlsplit(o).netloc) for o in self.origins}
@@ -74,7 +77,8 @@ class Guard:
             await _refuse(send, 400, "this service does not answer to that host name; use its address as the "
                                      "instructor gave it", api)
             return
-        if scope["method"] == "POST" and "origin" in headers and not self._own(headers["origin"], scope, host):
+        if scope["method"] == "POST" and "origin" in headers and scope["path"] not in self.cross_site_posts \
+                and not self._own(headers["origin"], scope, host):
             await _refuse(send, 403, "this hand-in comes from another site's page: hand in from the service's own "
                                      "page or the grade command", api)
             return

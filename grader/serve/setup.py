@@ -1,7 +1,8 @@
 """Everything `grade serve` sets up before it listens, each check one sentence when it fails.
 
 The assignment (as `-a` gives it: an id, or a folder of the instructor's); the roster and the
-tokens issued from it (no token at all: nobody could hand in, so it refuses); OUT's gradebook,
+tokens issued from it (no token at all and no LTI registration: nobody could hand in, so it
+refuses); the LTI registrations and the tool's key (grader/lti/, with `--lti FILE`); OUT's gradebook,
 which must not hold another assignment's grades; the batch's one seed for life, drawn now if OUT
 has none (grader/batch/seed.py); the job table and its reaper; the options every hand-in is graded
 with, the same as a batch's; the workers, the grading loop and the publisher, not started yet (the
@@ -10,24 +11,23 @@ app's lifespan starts them).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict
 
 from grader.errors import UsageError
 from grader.inert import terminal
 from grader.serve.app import Serving
 
 
-class Prepared(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
+@dataclass
+class Prepared:
     serving: Serving
     notes: str = ""  # what the start line adds: hand-ins put back in the queue, students without a token
 
 
 def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: bool, workers: int,
-            per_minute: float, burst: int, deadline_s: float | None, scheduler: str | None = None) -> Prepared:
+            per_minute: float, burst: int, deadline_s: float | None, scheduler: str | None = None,
+            lti: Path | None = None, origin: str | None = None) -> Prepared:
     """Check and set up the service on OUT (whose lock the caller holds)."""
     from grader import assignment as assignments
     from grader.assignment.digest import assignment_digest
@@ -55,7 +55,7 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
             raise UsageError(f"{terminal(out_dir)} holds grades of {terminal(others[0], 60)}: serve {spec.id} "
                              "into a folder of its own")
         tokens = Tokens.load(book.connection, roster)
-        if not len(tokens):
+        if not len(tokens) and lti is None:
             raise UsageError(f"no student of the roster has a token for {terminal(out_dir)} yet: run "
                              f"grade tokens {terminal(out_dir)} --roster {terminal(roster_file)} first")
         recorded = book.seed()
@@ -91,14 +91,26 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
     service = Service(jobs=jobs, backend=backend, publisher=publisher,
                       options=options, assignment_digest=assignment_digest(folder),
                       deadline_s=deadline_s or deadline_for(spec), worker=worker, prepare=ahead)
+    tool = None
+    if lti is not None:  # checked before any port is bound: a launch must not be the first to find it wrong
+        from grader.lti.tool import lti_tool
+
+        tool = lti_tool(lti, out_dir, path, roster=roster, assignment=spec.id, title=spec.title,
+                        max_score=spec.max_score, origin=origin)
+        publisher.published = tool.grades_changed
+        publisher.changed()  # grades owed since the last run (an adjustment, a removal) reach the outbox
     serving = Serving(out_dir=out_dir, assignment=spec.id, assignment_folder=folder, jobs=jobs, tokens=tokens,
-                      service=service, publisher=publisher, rate=RateLimit(per_minute=per_minute, burst=burst))
+                      service=service, publisher=publisher, rate=RateLimit(per_minute=per_minute, burst=burst),
+                      lti=tool)
     notes = []
     if again:
         notes.append(f"{again} hand-in(s) a stopped run was grading queued again")
     if lost:
         notes.append(f"{lost} hand-in(s) not graded (three runs stopped while grading each)")
     missing = len(roster) - len(tokens)
-    if missing:
+    if tool is not None:
+        notes.append(f"LTI 1.3 for {len(tool.registrations.platforms)} platform registration(s): "
+                     "register the addresses of /lti/config")
+    elif missing:
         notes.append(f"{missing} student(s) of the roster without a token: stop the service, run grade tokens")
     return Prepared(serving=serving, notes="".join(f"; {n}" for n in notes))

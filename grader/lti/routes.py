@@ -1,0 +1,195 @@
+"""The LTI routes of the hand-in service (docs/lti.md):
+
+    GET|POST /lti/login    the platform's login initiation: a redirect to its auth endpoint
+    POST     /lti/launch   the launch (id_token, state): a student to the hand-in page, signed in;
+                           an instructor to what the service sends this LMS; a deep-linking
+                           request answered with the assignment as a graded resource link
+    GET      /lti/jwks     the tool's public key
+    GET      /lti/config   the addresses and scopes to register the tool with (JSON)
+
+A student's launch opens a session (a token like the course's, kept hashed for twelve hours) and
+redirects to `/#token=...`: the hand-in page takes it from the fragment, which no server log or
+Referer sees, and the student hands in as with a token of their own. No cookie authenticates
+anything. The one cookie is the login's state, a guard against a launch begun in another browser
+(a login cross-site request): a launch whose browser carries a state cookie must carry this one,
+and a launch posted by a page of a site that is not the platform's (its Origin) is refused.
+Browsers that block cookies in the LMS's frame send none, and the launch still works.
+"""
+
+from __future__ import annotations
+
+import secrets
+from urllib.parse import parse_qsl
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from grader.lti import pages
+from grader.lti.ags import LINEITEM_SCOPE, READ_LINEITEM_SCOPE, SCORE_SCOPE
+from grader.lti.identity import identify
+from grader.lti.launch import DEEP_LINKING_REQUEST, LTI, Launch, LaunchRefused, login_redirect, verify_launch
+from grader.lti.tool import LtiTool
+from grader.serve.security import origin_of
+
+MAX_FORM_BYTES = 128 * 1024
+LAUNCH_PATHS = ("/lti/login", "/lti/launch")
+"""Posted by the LMS's pages, another site's: the Guard lets their Origin through; `launch` checks it."""
+STATE_COOKIE = "lti_state"
+DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
+
+
+def _tool(request: Request) -> LtiTool:
+    return request.app.state.serving.lti
+
+
+def _base(request: Request, tool: LtiTool) -> str:
+    return (tool.origin or str(request.base_url)).rstrip("/")
+
+
+async def _params(request: Request) -> dict[str, str]:
+    """A login's or launch's parameters: the query, and a urlencoded body of bounded size."""
+    params = dict(request.query_params)
+    if request.method == "POST":
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                raise LaunchRefused("this launch is larger than any LMS sends")
+        try:
+            params.update(parse_qsl(body.decode("utf-8"), max_num_fields=50))
+        except (UnicodeDecodeError, ValueError):
+            raise LaunchRefused("this launch's form could not be read") from None
+    return params
+
+
+def _page(answer: tuple[str, str], status: int = 200) -> HTMLResponse:
+    html, policy = answer
+    return HTMLResponse(html, status_code=status,
+                        headers={"Content-Security-Policy": policy, "Cache-Control": "no-store"})
+
+
+def _refused(tool: LtiTool, sentence: str, status: int = 400) -> HTMLResponse:
+    return _page(pages.refusal(sentence, tool.frame_origins()), status)
+
+
+async def login(request: Request) -> Response:
+    tool = _tool(request)
+    try:
+        params = await _params(request)
+        target = await run_in_threadpool(login_redirect, params, tool.registrations, tool.store,
+                                         _base(request, tool) + "/lti/launch")
+    except LaunchRefused as exc:
+        return _refused(tool, str(exc))
+    answer = RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
+    state = dict(parse_qsl(target.split("?", 1)[1]))["state"]
+    answer.set_cookie(STATE_COOKIE, state, max_age=600, path="/lti/", secure=True, httponly=True, samesite="none")
+    return answer
+
+
+def _foreign(request: Request, tool: LtiTool, launch: Launch | None) -> bool:
+    """A launch posted by another site's page (its Origin is not the platform's nor ours)."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return False
+    given = origin_of(origin)
+    platforms = launch.platform.frame_origins() if launch else tool.frame_origins()
+    return given is None or (given not in platforms and given != origin_of(_base(request, tool)))
+
+
+async def launch(request: Request) -> Response:
+    tool = _tool(request)
+    try:
+        params = await _params(request)
+        state = params.get("state", "")
+        if _foreign(request, tool, None):
+            raise LaunchRefused("this launch was sent by a page that is not your LMS's: open the assignment "
+                                "from your course in the LMS")
+        kept = request.cookies.get(STATE_COOKIE)
+        if kept is not None and kept != state:
+            raise LaunchRefused("this launch was begun in another browser window or tab: open the assignment "
+                                "from your course in the LMS again")
+        checked = await run_in_threadpool(verify_launch, params.get("id_token", ""), state, tool.registrations,
+                                          tool.store, tool.platform_keys)
+    except LaunchRefused as exc:
+        return _refused(tool, str(exc))
+    if checked.message_type == DEEP_LINKING_REQUEST:
+        return _deep_link(request, tool, checked)
+    who = identify(checked.claims, checked.platform.match, set(tool.roster))
+    if who.student is None and who.teaching and who.refusal is None:
+        from grader.lti.outbox import counts, failures
+
+        def staff_page() -> tuple[str, str]:
+            return pages.teaching(who.name, tool.title, counts(tool.store), failures(tool.store),
+                                  tool.frame_origins())
+
+        return _page(await run_in_threadpool(staff_page))
+    if who.student is None:
+        return _refused(tool, who.refusal or "your LMS account is not a student of this course", 403)
+    student = who.student
+
+    def sign_in() -> str:
+        ags = checked.ags
+        scopes = [s for s in ags.get("scope", []) if isinstance(s, str)] if isinstance(ags.get("scope"), list) else []
+        lineitem, lineitems = ags.get("lineitem"), ags.get("lineitems")
+        if scopes and SCORE_SCOPE in scopes:  # where the grade goes; no AGS, no passback
+            tool.store.link(issuer=checked.platform.issuer, client_id=checked.platform.client_id,
+                            deployment_id=checked.deployment_id, context_id=checked.context_id,
+                            sub=str(checked.claims["sub"]), student=student,
+                            lineitem=lineitem if isinstance(lineitem, str) else None,
+                            lineitems=lineitems if isinstance(lineitems, str) else None, scopes=scopes,
+                            resource_link_id=checked.resource_link_id)
+        return tool.store.open_session(student)
+
+    token = await run_in_threadpool(sign_in)
+    request.app.state.serving.publisher.changed(student)  # the grade they have, owed to this link now
+    answer = RedirectResponse(f"/#token={token}", status_code=303, headers={"Cache-Control": "no-store"})
+    answer.delete_cookie(STATE_COOKIE, path="/lti/", secure=True, httponly=True, samesite="none")
+    return answer
+
+
+def _deep_link(request: Request, tool: LtiTool, checked: Launch) -> Response:
+    """Answer a deep-linking request with the assignment: a resource link with its line item."""
+    settings = checked.deep_linking
+    return_url = settings.get("deep_link_return_url")
+    if not isinstance(return_url, str) or origin_of(return_url) is None:
+        return _refused(tool, "the LMS's deep-linking request names no address to answer to")
+    accepts = settings.get("accept_types")
+    if isinstance(accepts, list) and "ltiResourceLink" not in accepts:
+        return _refused(tool, "the LMS asked for content this tool does not make (it makes an assignment link)")
+    item = {"type": "ltiResourceLink", "title": tool.title, "url": _base(request, tool) + "/lti/launch",
+            "lineItem": {"scoreMaximum": tool.max_score, "label": tool.title, "resourceId": tool.assignment,
+                         "tag": "grade"}}
+    claims = {"iss": checked.platform.client_id, "aud": checked.platform.issuer,
+              "nonce": secrets.token_urlsafe(16),
+              LTI + "deployment_id": checked.deployment_id, LTI + "message_type": "LtiDeepLinkingResponse",
+              LTI + "version": "1.3.0", DL + "content_items": [item]}
+    if "data" in settings:
+        claims[DL + "data"] = settings["data"]
+    signed = tool.key.sign(claims)
+    return _page(pages.deep_linking_answer(return_url, signed, tool.title, tool.frame_origins(),
+                                           origin_of(return_url) or "'none'"))
+
+
+async def jwks(request: Request) -> Response:
+    return JSONResponse(_tool(request).key.jwks(), headers={"Cache-Control": "max-age=300"})
+
+
+async def config(request: Request) -> Response:
+    """What an LMS's admin registers: the tool's addresses and the scopes it asks for."""
+    tool = _tool(request)
+    base = _base(request, tool)
+    return JSONResponse({
+        "title": tool.title, "description": f"Hand in {tool.assignment} and get the verdict at once",
+        "oidc_initiation_url": base + "/lti/login", "target_link_uri": base + "/lti/launch",
+        "redirect_uris": [base + "/lti/launch"], "jwks_url": base + "/lti/jwks",
+        "deep_linking_url": base + "/lti/launch",
+        "scopes": [SCORE_SCOPE, LINEITEM_SCOPE, READ_LINEITEM_SCOPE],
+        "custom_fields": {"student_id": "the roster's id of the student, e.g. $Canvas.user.sisid"},
+    })
+
+
+def lti_routes() -> list[Route]:
+    return [Route("/lti/login", login, methods=["GET", "POST"]), Route("/lti/launch", launch, methods=["POST"]),
+            Route("/lti/jwks", jwks), Route("/lti/config", config)]

@@ -1,0 +1,177 @@
+"""What the LTI side keeps, in OUT's gradebook beside the job table, so a restart loses nothing:
+
+    lti_states(state, nonce, issuer, client_id, created_at)        -- logins begun, used once
+    lti_sessions(sha256, student, expires_at)                      -- a launch's hand-in token, hashed
+    lti_links(id, issuer, client_id, deployment_id, context_id, sub, student, lineitem, lineitems,
+              scopes, resource_link_id, launched_at)               -- where a student's grade goes
+    lti_outbox(link, score, max_score, timestamp, state, attempts, next_at, status, error,
+               sent_score, sent_at)                                 -- the grade owed to each link
+
+A link is one student of one platform's context (course): their latest launch's line item. Its
+outbox row is the grade the line item should show, replaced (never appended) when the policy's
+grade changes, so a platform is sent one score per student and line item, the latest, however
+many hand-ins there were (grader/lti/outbox.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS lti_states (
+    state TEXT PRIMARY KEY, nonce TEXT NOT NULL, issuer TEXT NOT NULL, client_id TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS lti_sessions (sha256 TEXT PRIMARY KEY, student TEXT NOT NULL, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS lti_links (
+    id INTEGER PRIMARY KEY, issuer TEXT NOT NULL, client_id TEXT NOT NULL, deployment_id TEXT NOT NULL,
+    context_id TEXT NOT NULL, sub TEXT NOT NULL, student TEXT NOT NULL, lineitem TEXT, lineitems TEXT,
+    scopes TEXT NOT NULL, resource_link_id TEXT NOT NULL, launched_at REAL NOT NULL,
+    UNIQUE (issuer, client_id, deployment_id, context_id, sub)
+);
+CREATE TABLE IF NOT EXISTS lti_outbox (
+    link INTEGER PRIMARY KEY REFERENCES lti_links(id), score REAL, max_score REAL NOT NULL,
+    timestamp TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL DEFAULT 0, status INTEGER, error TEXT,
+    sent_score REAL, sent_at TEXT
+);
+CREATE INDEX IF NOT EXISTS lti_outbox_due ON lti_outbox(state, next_at);
+"""
+
+STATE_LIFETIME_S = 600.0
+SESSION_LIFETIME_S = 12 * 3600.0
+SESSION_PREFIX = "gs_"
+
+
+class Link(BaseModel):
+    """Where one student's grade goes on one platform."""
+
+    id: int
+    issuer: str
+    client_id: str
+    deployment_id: str
+    context_id: str
+    sub: str
+    student: str
+    lineitem: str | None
+    lineitems: str | None
+    scopes: list[str]
+    resource_link_id: str
+
+
+_LINK_COLUMNS = ("id, issuer, client_id, deployment_id, context_id, sub, student, lineitem, lineitems, scopes,"
+                 " resource_link_id")
+
+
+def _link(row: tuple) -> Link:
+    values = dict(zip([c.strip() for c in _LINK_COLUMNS.split(",")], row))
+    values["scopes"] = json.loads(values["scopes"])
+    return Link(**values)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class LtiStore:
+    """The tables above, one connection per thread (the web server's, the outbox's)."""
+
+    def __init__(self, gradebook: Path):
+        self.path = gradebook
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+        self.db.executescript(SCHEMA)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            # used by its own thread only; closed from another one by close_all
+            db = self._local.db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            with self._opened_lock:
+                self._opened.append(db)
+        return db
+
+    def close_all(self) -> None:
+        """Close every thread's connection (the service has stopped)."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for db in opened:
+            db.close()
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ logins
+
+    def begin(self, issuer: str, client_id: str) -> tuple[str, str]:
+        """A new login's (state, nonce), kept until it is used or expires."""
+        state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        with self.db as db:
+            db.execute("DELETE FROM lti_states WHERE created_at < ?", (time.time() - STATE_LIFETIME_S,))
+            db.execute("INSERT INTO lti_states VALUES (?,?,?,?,?)", (state, nonce, issuer, client_id, time.time()))
+        return state, nonce
+
+    def finish(self, state: str) -> tuple[str, str, str] | None:
+        """The (nonce, issuer, client_id) of a login begun here and not yet used, used up now."""
+        if not state or len(state) > 200:
+            return None
+        with self.db as db:
+            row = db.execute("DELETE FROM lti_states WHERE state = ? AND created_at >= ? "
+                             "RETURNING nonce, issuer, client_id",
+                             (state, time.time() - STATE_LIFETIME_S)).fetchone()
+        return tuple(row) if row else None  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ sessions
+
+    def open_session(self, student: str) -> str:
+        token = SESSION_PREFIX + secrets.token_urlsafe(32)
+        with self.db as db:
+            db.execute("DELETE FROM lti_sessions WHERE expires_at < ?", (time.time(),))
+            db.execute("INSERT INTO lti_sessions VALUES (?,?,?)",
+                       (_digest(token), student, time.time() + SESSION_LIFETIME_S))
+        return token
+
+    def session_student(self, token: str) -> str | None:
+        """The student of a launch's token still valid (None: no such token)."""
+        if not token.startswith(SESSION_PREFIX) or len(token) > 512:
+            return None
+        row = self.db.execute("SELECT student FROM lti_sessions WHERE sha256 = ? AND expires_at >= ?",
+                              (_digest(token), time.time())).fetchone()
+        return row[0] if row else None
+
+    # ------------------------------------------------------------------ links
+
+    def link(self, *, issuer: str, client_id: str, deployment_id: str, context_id: str, sub: str, student: str,
+             lineitem: str | None, lineitems: str | None, scopes: list[str], resource_link_id: str) -> Link:
+        """Record (or update) where this launch's student's grade goes; the latest launch's line item wins."""
+        with self.db as db:
+            row = db.execute(
+                "INSERT INTO lti_links (issuer, client_id, deployment_id, context_id, sub, student, lineitem,"
+                " lineitems, scopes, resource_link_id, launched_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT (issuer, client_id, deployment_id, context_id, sub) DO UPDATE SET"
+                " student = excluded.student, lineitem = COALESCE(excluded.lineitem, lti_links.lineitem),"
+                " lineitems = excluded.lineitems, scopes = excluded.scopes,"
+                " resource_link_id = excluded.resource_link_id, launched_at = excluded.launched_at"
+                f" RETURNING {_LINK_COLUMNS}",
+                (issuer, client_id, deployment_id, context_id, sub, student, lineitem, lineitems,
+                 json.dumps(scopes), resource_link_id, time.time())).fetchone()
+        return _link(row)
+
+    def links(self) -> list[Link]:
+        return [_link(r) for r in self.db.execute(f"SELECT {_LINK_COLUMNS} FROM lti_links ORDER BY id")]
+
+    def get_link(self, link_id: int) -> Link | None:
+        row = self.db.execute(f"SELECT {_LINK_COLUMNS} FROM lti_links WHERE id = ?", (link_id,)).fetchone()
+        return _link(row) if row else None
+
+    def set_lineitem(self, link_id: int, lineitem: str) -> None:
+        with self.db as db:
+            db.execute("UPDATE lti_links SET lineitem = ? WHERE id = ?", (lineitem, link_id))

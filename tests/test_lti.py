@@ -1,0 +1,342 @@
+"""The hand-in service as an LTI 1.3 tool, against an LTI platform of the tests' own that speaks the
+standard's messages on a loopback port (tests/lti_platform.py): launches, deep linking, grades
+passed back through the outbox, a platform that answers 429, 503 and Canvas's rate-limit 403, and
+(with kernels) a course that launches, hands in with the real `grade serve` and finds the grade
+in the platform's gradebook, also after the service was stopped with the post still pending.
+
+The routes run on a real server (uvicorn on loopback) with the real LTI tool, job table and
+gradebook; only the grading loop is a stand-in here (grades are given to the tool as a rebuild
+gives them), except in the tests marked kernel."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote
+
+import httpx
+import jwt
+import pytest
+
+from hand_in_servers import serving as served_on_loopback
+from lti_platform import LaunchFailed, Platform
+
+from grader import assignment
+from grader.lti.registration import read_registrations
+from grader.lti.store import LtiStore
+from grader.lti.keys import tool_key
+from grader.lti.tool import LtiTool
+from grader.report import Isolation, Report, SubmissionRef, environment
+from grader.serve.app import Serving, build_app
+from grader.serve.jobs import JobTable
+from grader.serve.limits import RateLimit
+from grader.serve.tokens import Tokens
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "solutions" / "ch2-jit.ipynb"
+ROSTER = ["s100", "s200", "s300"]
+
+
+def registration(platform: Platform, **more: str) -> str:
+    extra = "".join(f'{k} = "{v}"\n' for k, v in more.items())
+    return ("[[platform]]\nlms = \"other\"\n"
+            f'issuer = "{platform.issuer}"\nclient_id = "{platform.client_id}"\n'
+            f'deployment_ids = ["{platform.deployment_id}"]\nlogin_url = "{platform.url("/auth")}"\n'
+            f'token_url = "{platform.token_url}"\njwks_url = "{platform.url("/jwks")}"\n{extra}')
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> object:
+    """Poll `condition` until it holds (its value), failing with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.02)
+    return found
+
+
+def session_token(answer: httpx.Response) -> str:
+    """The hand-in token a student's launch redirects to the page with."""
+    assert answer.status_code == 303, answer.text
+    location = answer.headers["location"]
+    assert location.startswith("/#token=gs_"), location
+    return unquote(location.split("=", 1)[1])
+
+
+def report(student: str, score: float, final: float | None = None) -> Report:
+    return Report(assignment="ch2-jit", submission=SubmissionRef(path="x.ipynb", sha256="0" * 64, kind="notebook"),
+                  student=student, status="graded", score=score, max_score=100, seed=1, duration_s=1,
+                  environment=environment(), exercises=[], final_score=final,
+                  isolation=Isolation(sandboxed=False, layers=[]))
+
+
+@dataclass
+class Dispatcher:
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def wake(self) -> None: ...
+    def alive(self) -> bool:
+        return True
+
+
+@dataclass
+class Publisher:
+    changed_for: list = field(default_factory=list)
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def changed(self, student: str | None = None) -> None:
+        self.changed_for.append(student)
+
+
+@dataclass
+class Course:
+    """A platform, the tool registered with it, served on loopback."""
+
+    platform: Platform
+    tool: LtiTool
+    url: str
+    serving: Serving
+
+    def launch(self, browser: httpx.Client, user: str, **given) -> httpx.Response:
+        return self.platform.launch(browser, user, given.pop("resource_link_id", "rl-1"), **given)
+
+
+@pytest.fixture
+def platform() -> Iterator[Platform]:
+    with Platform() as started:
+        yield started
+
+
+@pytest.fixture
+def course(tmp_path: Path, platform: Platform) -> Iterator[Course]:
+    out = tmp_path / "OUT"
+    out.mkdir()
+    file = tmp_path / "platforms.toml"
+    file.write_text(registration(platform), encoding="utf-8")
+    book = out / "gradebook.sqlite"
+    spec = assignment.load("ch2-jit").spec
+    tool = LtiTool(registrations=read_registrations(file), key=tool_key(out), store=LtiStore(book),
+                   roster=frozenset(ROSTER), assignment=spec.id, title=spec.title, max_score=spec.max_score,
+                   first_wait_s=0.05)
+    jobs = JobTable(book)
+    serving = Serving(out_dir=out, assignment="ch2-jit", assignment_folder=assignment.resolve("ch2-jit"), jobs=jobs,
+                      tokens=Tokens({}, ROSTER), service=Dispatcher(), publisher=Publisher(),  # type: ignore[arg-type]
+                      rate=RateLimit(per_minute=600, burst=50), lti=tool)
+    with served_on_loopback(build_app(serving, origins=[], any_host=False)) as url:
+        platform.register_tool(login_url=f"{url}/lti/login", redirect_uris=[f"{url}/lti/launch"],
+                               jwks_url=f"{url}/lti/jwks")
+        platform.add_user("u-ada", name="Ada", person_sourcedid="s100")
+        platform.add_user("u-bo", name="Bo", email="bo@example.edu", custom={"student_id": "s200"})
+        platform.add_user("u-teach", name="Prof", roles="instructor")
+        yield Course(platform=platform, tool=tool, url=url, serving=serving)
+    jobs.close_all()
+
+
+def browser(course: Course) -> httpx.Client:
+    return httpx.Client(base_url=course.url, trust_env=False, timeout=30)
+
+
+def score_of(platform: Platform, lineitem: str, user: str) -> float | None:
+    return platform.gradebook.get(lineitem, {}).get(user, {}).get("scoreGiven")
+
+
+def outbox_rows(book: Path, where: str) -> int:
+    with contextlib.closing(sqlite3.connect(book)) as db:
+        return db.execute(f"SELECT count(*) FROM lti_outbox WHERE {where}").fetchone()[0]
+
+
+def posts(platform: Platform, path_part: str) -> list:
+    return [r for r in platform.requests if r.method == "POST" and path_part in r.path]
+
+
+def test_a_student_launches_signed_in_and_the_policy_s_grade_reaches_the_platform(course: Course) -> None:
+    lineitem = course.platform.add_line_item("JAX, compiled", 100, "rl-1")
+    with browser(course) as http:
+        token = session_token(course.launch(http, "u-ada", lineitem=lineitem))
+        mine = http.get("/api/hand-ins", headers={"Authorization": f"Bearer {token}"})
+        assert mine.status_code == 200 and mine.json()["student"] == "s100"
+        page = http.get("/")
+        assert course.platform.base_url in page.headers["content-security-policy"]  # the LMS may frame it
+    assert course.serving.publisher.changed_for == ["s100"]  # the grade they have is owed to the new link
+    course.tool.grades_changed({"s100": report("s100", 80, final=72), "s300": report("s300", 50)})
+    until(lambda: score_of(course.platform, lineitem, "u-ada") == 72, "the late policy's grade in the gradebook")
+    [posted] = course.platform.scores
+    assert posted.body["scoreMaximum"] == 100 and posted.body["gradingProgress"] == "FullyGraded"
+    course.tool.grades_changed({"s100": report("s100", 80, final=72)})  # the same grade: not sent again
+    course.tool.grades_changed({"s100": report("s100", 95)})
+    until(lambda: score_of(course.platform, lineitem, "u-ada") == 95, "the new grade")
+    assert len(course.platform.scores) == 2
+    assert len(posts(course.platform, "/token")) == 1  # the token is kept between posts
+
+
+def test_a_platform_that_answers_503_429_and_canvas_s_403_gets_the_grade_later_with_doubling_waits(
+        course: Course) -> None:
+    lineitem = course.platform.add_line_item("JAX, compiled", 100, "rl-1")
+    with browser(course) as http:
+        session_token(course.launch(http, "u-ada", lineitem=lineitem))
+    course.platform.fail_next_scores(3, status=503)
+    course.tool.grades_changed({"s100": report("s100", 64)})
+    until(lambda: score_of(course.platform, lineitem, "u-ada") == 64, "the grade after three 503s")
+    tries = [r.time for r in posts(course.platform, "/scores")]
+    assert len(tries) == 4
+    gaps = [b - a for a, b in zip(tries, tries[1:])]
+    assert gaps[0] >= 0.05 and gaps[1] >= 0.1 and gaps[2] >= 0.2  # 0.05 s, doubled, doubled
+    course.platform.fail_next_scores(1, canvas_rate_limit=True)
+    course.tool.grades_changed({"s100": report("s100", 70)})
+    until(lambda: score_of(course.platform, lineitem, "u-ada") == 70, "the grade after Canvas's rate limit")
+    course.platform.fail_next_scores(1, status=429, retry_after=1)
+    course.tool.grades_changed({"s100": report("s100", 75)})
+    until(lambda: score_of(course.platform, lineitem, "u-ada") == 75, "the grade after a 429")
+    late = [r.time for r in posts(course.platform, "/scores")][-2:]
+    assert late[1] - late[0] >= 0.95  # the platform's Retry-After, longer than the doubling wait
+    course.platform.expire_tokens()  # a 401: a new token, then the post
+    course.tool.grades_changed({"s100": report("s100", 76)})
+    until(lambda: score_of(course.platform, lineitem, "u-ada") == 76, "the grade after the token expired")
+
+
+def test_a_grade_the_platform_refuses_is_kept_with_its_words_for_the_instructor(course: Course) -> None:
+    lineitem = course.platform.add_line_item("JAX, compiled", 100, "rl-1")
+    with browser(course) as http:
+        session_token(course.launch(http, "u-bo", lineitem=lineitem))
+        course.platform.add_user("u-bo", name="Bo", roles="instructor")  # no longer a student there: 422
+        course.tool.grades_changed({"s200": report("s200", 88)})
+        until(lambda: outbox_rows(course.serving.out_dir / "gradebook.sqlite", "state = 'failed'"),
+              "the refusal recorded")
+        staff = course.launch(http, "u-teach")
+    assert staff.status_code == 200
+    assert "refused: 1" in staff.text and "s200" in staff.text and "not a student" in staff.text
+    assert len(posts(course.platform, "/scores")) == 1  # refused for good: not retried
+
+
+def test_without_a_line_item_the_tool_finds_or_makes_its_own_once(course: Course) -> None:
+    with browser(course) as http:
+        session_token(course.launch(http, "u-ada"))  # AGS with the container only (Brightspace, Blackboard)
+        session_token(course.launch(http, "u-bo"))
+    course.tool.grades_changed({"s100": report("s100", 90), "s200": report("s200", 40)})
+    until(lambda: len(course.platform.scores) == 2, "both grades")
+    [item] = course.platform.line_items
+    assert (item.resource_id, item.score_maximum, item.label) == ("ch2-jit", 100, course.tool.title)
+    assert {s.line_item for s in course.platform.scores} == {item.url}
+
+
+def test_deep_linking_answers_with_the_assignment_as_a_graded_link(course: Course) -> None:
+    from lti_platform import _auto_post_form
+
+    with browser(course) as http:
+        answer = course.platform.launch(http, "u-teach", message_type="LtiDeepLinkingRequest")
+        assert answer.status_code == 200
+        policy = answer.headers["content-security-policy"]
+        assert f"form-action {course.platform.base_url}" in policy
+        action, fields = _auto_post_form(answer.text)
+        returned = http.post(action, data=fields)
+    assert returned.status_code == 200, returned.text
+    [item] = course.platform.content_items
+    assert item["type"] == "ltiResourceLink" and item["url"] == f"{course.url}/lti/launch"
+    assert item["lineItem"] == {"scoreMaximum": 100, "label": course.tool.title, "resourceId": "ch2-jit",
+                                "tag": "grade"}
+    assert [i.resource_id for i in course.platform.line_items] == ["ch2-jit"]
+
+
+def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None:
+    course.platform.add_user("u-eve", name="Eve", email="eve@example.edu")
+    course.platform.add_user("u-two", email="s300", person_sourcedid="s100")  # two roster ids: ambiguous
+    with browser(course) as http:
+        nobody = course.launch(http, "u-eve")
+        assert nobody.status_code == 403 and "not on this course&#x27;s roster" in nobody.text
+        assert "more than one student" in course.launch(http, "u-two").text
+        # replayed: the same id_token and state posted again
+        url, params = course.platform.initiate_launch("u-ada", "rl-1")
+        login = http.get(url, params=params)
+        auth = httpx.get(login.headers["location"], timeout=30, trust_env=False)
+        from lti_platform import _auto_post_form
+
+        action, fields = _auto_post_form(auth.text)
+        assert http.post(action, data=fields).status_code == 303
+        again = http.post(action, data=fields)
+        assert again.status_code == 400 and "already used" in again.text
+        # posted by another site's page
+        url, params = course.platform.initiate_launch("u-ada", "rl-1")
+        login = http.get(url, params=params)
+        action, fields = _auto_post_form(httpx.get(login.headers["location"], timeout=30, trust_env=False).text)
+        forged = http.post(action, data=fields, headers={"Origin": "https://evil.example"})
+        assert forged.status_code == 400 and "not your LMS" in forged.text
+        # begun in another browser: this one carries another login's state cookie
+        url, params = course.platform.initiate_launch("u-ada", "rl-1")
+        mine = http.get(url, params=params)
+        other_url, other_params = course.platform.initiate_launch("u-bo", "rl-1")
+        theirs = httpx.get(other_url, params=other_params, timeout=30, trust_env=False)
+        action, fields = _auto_post_form(httpx.get(theirs.headers["location"], timeout=30, trust_env=False).text)
+        crossed = http.post(action, data=fields, headers={"Cookie": f"lti_state={mine.cookies['lti_state']}"})
+        assert crossed.status_code == 400 and "another browser" in crossed.text
+        # a login from an issuer the service does not know
+        stranger = http.get("/lti/login", params={"iss": "https://lms.elsewhere", "login_hint": "x"})
+        assert stranger.status_code == 400 and "not one the course" in stranger.text
+        # a token signed by another key than the platform publishes
+        forged_token = jwt.encode({"iss": course.platform.issuer, "aud": course.platform.client_id, "sub": "u-ada",
+                                   "exp": time.time() + 60, "iat": time.time(), "nonce": "n"},
+                                  __import__("cryptography.hazmat.primitives.asymmetric.rsa", fromlist=["rsa"])
+                                  .generate_private_key(public_exponent=65537, key_size=2048),
+                                  algorithm="RS256", headers={"kid": course.platform.kid})
+        url, params = course.platform.initiate_launch("u-ada", "rl-1")
+        state = dict(httpx.QueryParams(httpx.URL(http.get(url, params=params).headers["location"]).query))["state"]
+        unsigned = http.post("/lti/launch", data={"id_token": forged_token, "state": state})
+        assert unsigned.status_code == 400 and "signature does not hold" in unsigned.text
+    with pytest.raises(LaunchFailed):  # the platform refuses a redirect URI it does not know
+        course.platform.register_tool(login_url=f"{course.url}/lti/login", redirect_uris=["https://other/launch"],
+                                      jwks_url=f"{course.url}/lti/jwks")
+        with browser(course) as http:
+            course.launch(http, "u-ada")
+
+
+def test_the_tool_publishes_its_key_and_the_addresses_to_register(course: Course) -> None:
+    with browser(course) as http:
+        keys = http.get("/lti/jwks").json()["keys"]
+        config = http.get("/lti/config").json()
+    assert [k["kid"] for k in keys] == [course.tool.key.kid] and "d" not in keys[0]  # no private part
+    assert config["oidc_initiation_url"] == f"{course.url}/lti/login"
+    assert config["redirect_uris"] == [f"{course.url}/lti/launch"] and config["jwks_url"] == f"{course.url}/lti/jwks"
+
+
+# ------------------------------------------------------------------ the real service, with kernels
+
+
+@pytest.mark.kernel
+def test_a_course_launches_hands_in_and_finds_the_grade_in_its_lms_also_across_a_restart(
+        tmp_path: Path, platform: Platform) -> None:
+    """The LMS's platform fails every score post (503) while the service grades the hand-in; the
+    service is stopped with the post pending, the platform recovers, the service starts again and
+    sends it: the grade arrives, once."""
+    from grader.serve.running import running_service
+
+    file = tmp_path / "platforms.toml"
+    file.write_text(registration(platform), encoding="utf-8")
+    platform.add_user("u-ada", name="Ada", person_sourcedid="s100")
+    lineitem = platform.add_line_item("JAX, compiled", 100, "rl-1")
+    platform.fail_next_scores(10_000, status=503)
+    options = ["--no-sandbox", "--lti", str(file)]
+    with running_service(tmp_path / "course", ["s100", "s200"], options=options) as service:
+        platform.register_tool(login_url=f"{service.url}/lti/login", redirect_uris=[f"{service.url}/lti/launch"],
+                               jwks_url=f"{service.url}/lti/jwks")
+        with httpx.Client(base_url=service.url, trust_env=False, timeout=60) as http:
+            token = session_token(platform.launch(http, "u-ada", "rl-1", lineitem=lineitem))
+            auth = {"Authorization": f"Bearer {token}"}
+            handed = http.post("/api/hand-ins", headers=auth,
+                               files={"file": ("ch2-jit.ipynb", NOTEBOOK.read_bytes())})
+            assert handed.status_code == 202, handed.text
+            job = handed.json()["id"]
+            graded = until(lambda: (j := http.get(f"/api/hand-ins/{job}", headers=auth).json())["state"] == "graded"
+                           and j, "the hand-in graded", timeout=180)
+            assert graded["score"] == 100
+        book = service.out / "gradebook.sqlite"
+
+        until(lambda: outbox_rows(book, "attempts > 0 AND status = 503"), "a post refused with 503", timeout=60)
+    assert score_of(platform, lineitem, "u-ada") is None
+    platform.fail_next_scores(0)
+    with running_service(tmp_path / "course", ["s100", "s200"], options=options):
+        until(lambda: score_of(platform, lineitem, "u-ada") == 100, "the pending grade after the restart", 60)
+    [accepted] = platform.scores
+    assert accepted.body["scoreGiven"] == 100 and accepted.user_id == "u-ada"
