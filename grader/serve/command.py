@@ -97,7 +97,9 @@ def _checked(args: argparse.Namespace) -> None:
 def _bind(host: str, port: int) -> socket.socket:
     """A listening socket, or one sentence saying why not."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, as asyncio needs to set TCP_NODELAY on each connection: without it every
+    # answer on a kept-alive connection (a client polling its verdict) waited ~40 ms for Nagle
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
