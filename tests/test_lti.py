@@ -340,3 +340,18 @@ def test_a_course_launches_hands_in_and_finds_the_grade_in_its_lms_also_across_a
         until(lambda: score_of(platform, lineitem, "u-ada") == 100, "the pending grade after the restart", 60)
     [accepted] = platform.scores
     assert accepted.body["scoreGiven"] == 100 and accepted.user_id == "u-ada"
+
+
+def test_a_session_ends_with_the_roster_and_logins_under_way_are_bounded(course: Course, monkeypatch) -> None:
+    from grader.lti import store as lti_store
+
+    with browser(course) as http:
+        token = session_token(course.launch(http, "u-ada"))
+        auth = {"Authorization": f"Bearer {token}"}
+        assert http.get("/api/hand-ins", headers=auth).status_code == 200
+        course.tool.roster = frozenset({"s200"})  # the service restarted with s100 taken off the roster
+        assert http.get("/api/hand-ins", headers=auth).status_code == 401
+        monkeypatch.setattr(lti_store, "LIVE_STATES", 2)
+        params = {"iss": course.platform.issuer, "login_hint": "x", "client_id": course.platform.client_id}
+        assert [http.get("/lti/login", params=params).status_code for _ in range(3)] == [302, 302, 400]
+        assert "too many logins" in http.get("/lti/login", params=params).text

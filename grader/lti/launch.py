@@ -89,7 +89,10 @@ def login_redirect(params: dict[str, str], registrations: Registrations, store: 
         raise LaunchRefused("this LMS (or this registration of the tool) is not one the course's grading service "
                             "knows: your instructor must add it to the service's LTI registrations")
     target = _param(params, "target_link_uri")
-    state, nonce = store.begin(platform.issuer, platform.client_id)
+    begun = store.begin(platform.issuer, platform.client_id)
+    if begun is None:
+        raise LaunchRefused("too many logins are under way at once: try again in a minute")
+    state, nonce = begun
     query = {"scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
              "client_id": platform.client_id, "redirect_uri": launch_url, "login_hint": login_hint,
              "state": state, "nonce": nonce}

@@ -47,6 +47,9 @@ CREATE INDEX IF NOT EXISTS lti_outbox_due ON lti_outbox(state, next_at);
 """
 
 STATE_LIFETIME_S = 600.0
+LIVE_STATES = 20_000
+"""Logins begun and not finished at once, at most: /lti/login answers anyone who names a registered
+issuer, so its table is bounded (a class starting together is a few hundred)."""
 SESSION_LIFETIME_S = 12 * 3600.0
 SESSION_PREFIX = "gs_"
 
@@ -111,11 +114,13 @@ class LtiStore:
 
     # ------------------------------------------------------------------ logins
 
-    def begin(self, issuer: str, client_id: str) -> tuple[str, str]:
-        """A new login's (state, nonce), kept until it is used or expires."""
+    def begin(self, issuer: str, client_id: str) -> tuple[str, str] | None:
+        """A new login's (state, nonce), kept until it is used or expires; None when LIVE_STATES are."""
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         with self.db as db:
             db.execute("DELETE FROM lti_states WHERE created_at < ?", (time.time() - STATE_LIFETIME_S,))
+            if db.execute("SELECT count(*) FROM lti_states").fetchone()[0] >= LIVE_STATES:
+                return None
             db.execute("INSERT INTO lti_states VALUES (?,?,?,?,?)", (state, nonce, issuer, client_id, time.time()))
         return state, nonce
 

@@ -53,6 +53,11 @@ class LtiTool:
         if owe(self.store, reports):
             self.poster.wake()
 
+    def session_student(self, token: str) -> str | None:
+        """The student of a launch's session token, while they are on the roster."""
+        student = self.store.session_student(token)
+        return student if student in self.roster else None
+
     def frame_origins(self) -> list[str]:
         return self.registrations.frame_origins()
 

@@ -129,7 +129,7 @@ def _student(request: Request) -> str:
                        {"WWW-Authenticate": "Bearer"})
     student = serving.tokens.student(token.strip())
     if student is None and serving.lti is not None:  # a launch's session (grader/lti/routes.py)
-        student = serving.lti.store.session_student(token.strip())
+        student = serving.lti.session_student(token.strip())
     if student is None:
         raise _Refusal(401, "this token is not one the course issued, or it was replaced: ask your instructor "
                             "for yours", {"WWW-Authenticate": "Bearer"})
