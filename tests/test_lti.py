@@ -23,7 +23,7 @@ import jwt
 import pytest
 
 from hand_in_servers import serving as served_on_loopback
-from lti_platform import LaunchFailed, Platform
+from lti_platform import LaunchFailed, Platform, _auto_post_form
 
 from grader import assignment
 from grader.lti.registration import read_registrations
@@ -41,8 +41,8 @@ NOTEBOOK = REPO / "solutions" / "ch2-jit.ipynb"
 ROSTER = ["s100", "s200", "s300"]
 
 
-def registration(platform: Platform, **more: str) -> str:
-    extra = "".join(f'{k} = "{v}"\n' for k, v in more.items())
+def registration(platform: Platform, match_custom: bool = False) -> str:
+    extra = 'match = ["custom.student_id", "lis.person_sourcedid"]\n' if match_custom else ""
     return ("[[platform]]\nlms = \"other\"\n"
             f'issuer = "{platform.issuer}"\nclient_id = "{platform.client_id}"\n'
             f'deployment_ids = ["{platform.deployment_id}"]\nlogin_url = "{platform.url("/auth")}"\n'
@@ -104,6 +104,13 @@ class Course:
     def launch(self, browser: httpx.Client, user: str, **given) -> httpx.Response:
         return self.platform.launch(browser, user, given.pop("resource_link_id", "rl-1"), **given)
 
+    def launch_form(self, http: httpx.Client, user: str, **given) -> tuple[str, dict[str, str]]:
+        """A login begun with `http`, the platform's answer read: the form a browser would post, not posted."""
+        url, params = self.platform.initiate_launch(user, given.pop("resource_link_id", "rl-1"), **given)
+        login = http.get(url, params=params)
+        assert login.status_code == 302, login.text
+        return _auto_post_form(httpx.get(login.headers["location"], timeout=30, trust_env=False).text)
+
 
 @pytest.fixture
 def platform() -> Iterator[Platform]:
@@ -111,12 +118,14 @@ def platform() -> Iterator[Platform]:
         yield started
 
 
-@pytest.fixture
-def course(tmp_path: Path, platform: Platform) -> Iterator[Course]:
+@contextlib.contextmanager
+def made_course(tmp_path: Path, platform: Platform, registered: str | None = None) -> Iterator[Course]:
+    """The app with its LTI tool for `platform` (registered as `registered` says, by default the
+    plain registration), served on loopback, with three users on the platform."""
     out = tmp_path / "OUT"
     out.mkdir()
     file = tmp_path / "platforms.toml"
-    file.write_text(registration(platform), encoding="utf-8")
+    file.write_text(registered or registration(platform), encoding="utf-8")
     book = out / "gradebook.sqlite"
     spec = assignment.load("ch2-jit").spec
     tool = LtiTool(registrations=read_registrations(file), key=tool_key(out), store=LtiStore(book),
@@ -126,14 +135,22 @@ def course(tmp_path: Path, platform: Platform) -> Iterator[Course]:
     serving = Serving(out_dir=out, assignment="ch2-jit", assignment_folder=assignment.resolve("ch2-jit"), jobs=jobs,
                       tokens=Tokens({}, ROSTER), service=Dispatcher(), publisher=Publisher(),  # type: ignore[arg-type]
                       rate=RateLimit(per_minute=600, burst=50), lti=tool)
-    with served_on_loopback(build_app(serving, origins=[], any_host=False)) as url:
-        platform.register_tool(login_url=f"{url}/lti/login", redirect_uris=[f"{url}/lti/launch"],
-                               jwks_url=f"{url}/lti/jwks")
-        platform.add_user("u-ada", name="Ada", person_sourcedid="s100")
-        platform.add_user("u-bo", name="Bo", email="bo@example.edu", custom={"student_id": "s200"})
-        platform.add_user("u-teach", name="Prof", roles="instructor")
-        yield Course(platform=platform, tool=tool, url=url, serving=serving)
-    jobs.close_all()
+    try:
+        with served_on_loopback(build_app(serving, origins=[], any_host=False)) as url:
+            platform.register_tool(login_url=f"{url}/lti/login", redirect_uris=[f"{url}/lti/launch"],
+                                   jwks_url=f"{url}/lti/jwks")
+            platform.add_user("u-ada", name="Ada", person_sourcedid="s100")
+            platform.add_user("u-bo", name="Bo", email="s200")
+            platform.add_user("u-teach", name="Prof", roles="instructor")
+            yield Course(platform=platform, tool=tool, url=url, serving=serving)
+    finally:
+        jobs.close_all()
+
+
+@pytest.fixture
+def course(tmp_path: Path, platform: Platform) -> Iterator[Course]:
+    with made_course(tmp_path, platform) as made:
+        yield made
 
 
 def browser(course: Course) -> httpx.Client:
@@ -224,8 +241,6 @@ def test_without_a_line_item_the_tool_finds_or_makes_its_own_once(course: Course
 
 
 def test_deep_linking_answers_with_the_assignment_as_a_graded_link(course: Course) -> None:
-    from lti_platform import _auto_post_form
-
     with browser(course) as http:
         answer = course.platform.launch(http, "u-teach", message_type="LtiDeepLinkingRequest")
         assert answer.status_code == 200
@@ -248,28 +263,21 @@ def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None
         nobody = course.launch(http, "u-eve")
         assert nobody.status_code == 403 and "not on this course&#x27;s roster" in nobody.text
         assert "more than one student" in course.launch(http, "u-two").text
-        # replayed: the same id_token and state posted again
-        url, params = course.platform.initiate_launch("u-ada", "rl-1")
-        login = http.get(url, params=params)
-        auth = httpx.get(login.headers["location"], timeout=30, trust_env=False)
-        from lti_platform import _auto_post_form
-
-        action, fields = _auto_post_form(auth.text)
-        assert http.post(action, data=fields).status_code == 303
+        # replayed: the same id_token and state posted again (no cookie, no Origin: the student confirms)
+        action, fields = course.launch_form(http, "u-ada")
+        first = http.post(action, data=fields)
+        assert first.status_code == 200 and "Yes, that is me" in first.text and "s100" in first.text
         again = http.post(action, data=fields)
         assert again.status_code == 400 and "already used" in again.text
         # posted by another site's page
-        url, params = course.platform.initiate_launch("u-ada", "rl-1")
-        login = http.get(url, params=params)
-        action, fields = _auto_post_form(httpx.get(login.headers["location"], timeout=30, trust_env=False).text)
+        action, fields = course.launch_form(http, "u-ada")
         forged = http.post(action, data=fields, headers={"Origin": "https://evil.example"})
         assert forged.status_code == 400 and "not your LMS" in forged.text
         # begun in another browser: this one carries another login's state cookie
         url, params = course.platform.initiate_launch("u-ada", "rl-1")
         mine = http.get(url, params=params)
-        other_url, other_params = course.platform.initiate_launch("u-bo", "rl-1")
-        theirs = httpx.get(other_url, params=other_params, timeout=30, trust_env=False)
-        action, fields = _auto_post_form(httpx.get(theirs.headers["location"], timeout=30, trust_env=False).text)
+        with httpx.Client(trust_env=False, timeout=30) as other:
+            action, fields = course.launch_form(other, "u-bo")
         crossed = http.post(action, data=fields, headers={"Cookie": f"lti_state={mine.cookies['lti_state']}"})
         assert crossed.status_code == 400 and "another browser" in crossed.text
         # a login from an issuer the service does not know
@@ -342,16 +350,169 @@ def test_a_course_launches_hands_in_and_finds_the_grade_in_its_lms_also_across_a
     assert accepted.body["scoreGiven"] == 100 and accepted.user_id == "u-ada"
 
 
-def test_a_session_ends_with_the_roster_and_logins_under_way_are_bounded(course: Course, monkeypatch) -> None:
-    from grader.lti import store as lti_store
-
+def test_a_session_ends_with_the_roster_and_a_login_writes_nothing(course: Course) -> None:
     with browser(course) as http:
         token = session_token(course.launch(http, "u-ada"))
         auth = {"Authorization": f"Bearer {token}"}
         assert http.get("/api/hand-ins", headers=auth).status_code == 200
         course.tool.roster = frozenset({"s200"})  # the service restarted with s100 taken off the roster
         assert http.get("/api/hand-ins", headers=auth).status_code == 401
-        monkeypatch.setattr(lti_store, "LIVE_STATES", 2)
+        book = course.serving.out_dir / "gradebook.sqlite"
+        before = book.stat().st_mtime_ns, rows(book, "SELECT count(*) FROM lti_used")
         params = {"iss": course.platform.issuer, "login_hint": "x", "client_id": course.platform.client_id}
-        assert [http.get("/lti/login", params=params).status_code for _ in range(3)] == [302, 302, 400]
-        assert "too many logins" in http.get("/lti/login", params=params).text
+        assert {http.get("/lti/login", params=params).status_code for _ in range(50)} == {302}
+        assert (book.stat().st_mtime_ns, rows(book, "SELECT count(*) FROM lti_used")) == before
+
+
+# ------------------------------------------------------------------ what an attack on the tool found
+
+
+@pytest.mark.parametrize("origin", ["null", None])
+def test_a_launch_nothing_vouches_for_asks_the_student_who_they_are(course: Course, origin: str | None) -> None:
+    """A student begins a launch of their own, keeps the platform's form and has a page of theirs
+    post it from a classmate's browser (Origin null from a sandboxed frame, or none): signed in at
+    once, the classmate would hand in into the other's account. Without the browser's state cookie
+    or the LMS's page behind it, the launch asks first, naming the account."""
+    with browser(course) as attacker:
+        action, fields = course.launch_form(attacker, "u-ada")
+    with browser(course) as victim:
+        answer = victim.post(action, data=fields, headers={"Origin": origin} if origin else {})
+    assert answer.status_code == 200 and "location" not in answer.headers
+    assert "Ada" in answer.text and "s100" in answer.text and "someone else" in answer.text
+    assert "frame-ancestors " + course.platform.base_url in answer.headers["content-security-policy"]
+    with browser(course) as http:  # a launch the LMS's page posts (its Origin) goes straight in
+        action, fields = course.launch_form(http, "u-ada")
+        assert http.post(action, data=fields, headers={"Origin": course.platform.base_url}).status_code == 303
+
+
+def test_launches_of_another_course_of_the_platform_and_observers_get_nothing(tmp_path: Path,
+                                                                              platform: Platform) -> None:
+    """Any teacher of a Moodle site can place the tool in a course of theirs: a registration pinned
+    to its course refuses their launches; a parent (Canvas's observer, membership#Mentor) is no staff."""
+    pinned = registration(platform, match_custom=True) + 'contexts = ["course-1"]\n'
+    with made_course(tmp_path, platform, pinned) as course:
+        platform.add_user("u-mallory", name="Mallory", custom={"student_id": "s100"})
+        platform.add_user("u-parent", name="A parent", roles=["http://purl.imsglobal.org/vocab/lis/v2/membership#Mentor"])
+        with browser(course) as http:
+            assert session_token(course.launch(http, "u-mallory")) and True  # in the course: custom counts
+            platform.context = {"id": "someone-elses-sandbox", "label": "X", "title": "a sandbox"}
+            elsewhere = course.launch(http, "u-mallory")
+            assert elsewhere.status_code == 400 and "not one the grading service is set up for" in elsewhere.text
+            platform.context = {"id": "course-1", "label": "JAX101", "title": "JAX, compiled"}
+            parent = course.launch(http, "u-parent")
+            assert parent.status_code == 403 and "grading service" not in parent.text.split("<h1>")[1][:40]
+
+
+def test_a_line_item_elsewhere_is_refused_and_one_broken_row_holds_up_no_other(course: Course) -> None:
+    """The access token goes only to the platform's own addresses; a line item httpx cannot even
+    parse is that row's failure, not the outbox thread's end."""
+    seen: list[str | None] = []
+
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def anything(request):
+        seen.append(request.headers.get("authorization"))
+        return JSONResponse({})
+
+    good = course.platform.add_line_item("JAX, compiled", 100, "rl-1")
+    with served_on_loopback(Starlette(routes=[Route("/{p:path}", anything, methods=["GET", "POST"])])) as elsewhere:
+        course.platform.add_user("u-cy", person_sourcedid="s300")
+        with browser(course) as http:
+            session_token(course.launch(http, "u-ada", lineitem=f"{elsewhere}/internal/admin"))
+            session_token(course.launch(http, "u-cy", lineitem="http://[::1"))
+            session_token(course.launch(http, "u-bo", lineitem=good))
+        course.tool.grades_changed({"s100": report("s100", 50), "s200": report("s200", 90), "s300": report("s300", 7)})
+        until(lambda: score_of(course.platform, good, "u-bo") == 90, "Bo's grade, behind two bad rows")
+        book = course.serving.out_dir / "gradebook.sqlite"
+        until(lambda: outbox_rows(book, "state = 'failed'") == 2, "both bad rows refused")
+    assert seen == []  # nothing, and no token, reached the other origin
+    [why] = rows(book, "SELECT error FROM lti_outbox o JOIN lti_links l ON l.id = o.link WHERE l.student = 's100'")
+    assert elsewhere in why[0] and "origins" in why[0]
+
+
+def test_a_huge_or_dripping_answer_is_read_within_bounds(tmp_path: Path, platform: Platform, monkeypatch) -> None:
+    """A platform (its address registered) answering 64 MiB, or a byte every half second: the tool
+    reads at most MAX_ANSWER_BYTES, for at most ANSWER_S, and the other grades go on."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    from grader.lti import ags
+
+    monkeypatch.setattr(ags, "ANSWER_S", 1.0)
+    sent = {"huge": 0, "drip": 0}
+
+    async def huge(request):
+        async def chunks():
+            for _ in range(64 * 1024):
+                if await request.is_disconnected():  # the tool stopped reading and hung up
+                    return
+                sent["huge"] += 1024
+                yield b"x" * 1024
+        return StreamingResponse(chunks(), media_type="application/json")
+
+    async def drip(request):
+        async def chunks():
+            for _ in range(600):
+                sent["drip"] += 1
+                yield b" "
+                await asyncio.sleep(0.5)
+        return StreamingResponse(chunks(), media_type="application/json")
+
+    app = Starlette(routes=[Route("/huge/scores", huge, methods=["POST"]), Route("/drip/scores", drip, methods=["POST"])])
+    with served_on_loopback(app) as other:
+        registered = registration(platform) + f'origins = ["{other}"]\n'
+        with made_course(tmp_path, platform, registered) as course:
+            good = platform.add_line_item("JAX, compiled", 100, "rl-1")
+            platform.add_user("u-cy", person_sourcedid="s300")
+            with browser(course) as http:
+                session_token(course.launch(http, "u-ada", lineitem=f"{other}/huge"))
+                session_token(course.launch(http, "u-cy", lineitem=f"{other}/drip"))
+                session_token(course.launch(http, "u-bo", lineitem=good))
+            started = time.monotonic()
+            course.tool.grades_changed({"s100": report("s100", 5), "s200": report("s200", 90),
+                                        "s300": report("s300", 6)})
+            until(lambda: score_of(platform, good, "u-bo") == 90, "Bo's grade beside the bad answers", timeout=30)
+            assert time.monotonic() - started < 20
+            book = course.serving.out_dir / "gradebook.sqlite"
+            until(lambda: outbox_rows(book, "attempts > 0") == 2, "both bad answers given up on for now")
+    assert sent["huge"] <= 8 * 2**20
+
+
+def test_forged_launches_do_not_make_the_service_hammer_a_failing_key_set(tmp_path: Path, platform: Platform) -> None:
+    import base64
+    import json
+
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    hits: list[int] = []
+
+    async def jwks(request):
+        hits.append(1)
+        return Response("down", status_code=503)
+
+    def b64(data: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    with served_on_loopback(Starlette(routes=[Route("/jwks", jwks)])) as broken:
+        registered = registration(platform).replace(f'jwks_url = "{platform.url("/jwks")}"', f'jwks_url = "{broken}/jwks"')
+        with made_course(tmp_path, platform, registered) as course, browser(course) as http:
+            for number in range(20):
+                login = http.get("/lti/login", params={"iss": platform.issuer, "login_hint": "x",
+                                                       "client_id": platform.client_id})
+                state = dict(httpx.URL(login.headers["location"]).params)["state"]
+                forged = f"{b64({'alg': 'RS256', 'kid': f'k{number}'})}.{b64({'sub': 'x'})}.AAAA"
+                answer = http.post("/lti/launch", data={"id_token": forged, "state": state})
+                assert answer.status_code == 400
+    assert len(hits) == 1
+
+
+def rows(book: Path, sql: str) -> list:
+    with contextlib.closing(sqlite3.connect(book)) as db:
+        return db.execute(sql).fetchall()

@@ -9,13 +9,12 @@ import stat
 from datetime import datetime
 from pathlib import Path
 
-import httpx
 import jwt
 import pytest
 
 from grader.errors import UsageError
 from grader.lti import outbox
-from grader.lti.ags import Score, _outcome, scores_url
+from grader.lti.ags import Answer, Score, _outcome, scores_url
 from grader.lti.identity import CUSTOM, LIS, ROLES, identify
 from grader.lti.keys import tool_key
 from grader.lti.registration import DEFAULT_MATCH, read_registrations
@@ -63,6 +62,10 @@ def test_a_registration_file_is_read_and_each_mistake_is_one_sentence(tmp_path: 
         GOOD.replace('origins = ["https://school.instructure.com"]',
                      'origins = ["https://evil.example; script-src *"]'): "not an address",
         "issuer = ": "not TOML",
+        GOOD + 'match = ["custom.student_id"]\n': "pin the course with contexts",
+        GOOD.replace('lms = "canvas"', 'lms = "blackboard"').replace('["12:abc"]', '["*"]'): "every Blackboard",
+        GOOD.replace('issuer = "https://canvas.instructure.com"', 'issuer = "https://lms.example.edu; script-src *"'):
+            "not an address",
     }
     for text, said in mistakes.items():
         with pytest.raises(UsageError) as refused:
@@ -82,21 +85,24 @@ def test_a_launch_is_its_roster_student_by_any_claim_and_never_by_order_when_two
     roster = {"s100", "s200", "ada@uni.edu"}
     assert identify(_claims(**{LIS: {"person_sourcedid": "s100"}}), DEFAULT_MATCH, roster).student == "s100"
     assert identify(_claims(email="ada@uni.edu"), DEFAULT_MATCH, roster).student == "ada@uni.edu"
-    assert identify(_claims(**{CUSTOM: {"student_id": 200}}), DEFAULT_MATCH, {"200"}).student == "200"
+    pinned = ("custom.student_id", *DEFAULT_MATCH)  # a registration with contexts may match custom parameters
+    assert identify(_claims(**{CUSTOM: {"student_id": 200}}), pinned, {"200"}).student == "200"
     # the same student by two claims is one student
-    same = identify(_claims(**{CUSTOM: {"student_id": "s100"}, LIS: {"person_sourcedid": "s100"}}),
-                    DEFAULT_MATCH, roster)
+    same = identify(_claims(**{CUSTOM: {"student_id": "s100"}, LIS: {"person_sourcedid": "s100"}}), pinned, roster)
     assert same.student == "s100"
     # an e-mail a student chose must not claim another's row: two students named, refused
     two = identify(_claims(email="ada@uni.edu", **{LIS: {"person_sourcedid": "s200"}}), DEFAULT_MATCH, roster)
     assert two.student is None and "more than one student" in (two.refusal or "")
     # an unsubstituted custom variable is no id
-    assert identify(_claims(**{CUSTOM: {"student_id": "$Canvas.user.sisSourceId"}}), DEFAULT_MATCH,
+    assert identify(_claims(**{CUSTOM: {"student_id": "$Canvas.user.sisSourceId"}}), pinned,
                     {"$Canvas.user.sisSourceId"}).student is None
     nobody = identify(_claims(), DEFAULT_MATCH, roster)
     assert nobody.student is None and "not on this course's roster" in (nobody.refusal or "")
     staff = identify(_claims(**{ROLES: [INSTRUCTOR]}), DEFAULT_MATCH, roster)
     assert staff.teaching and staff.student is None and staff.refusal is None
+    parent = identify(_claims(**{ROLES: ["http://purl.imsglobal.org/vocab/lis/v2/membership#Mentor"]}),
+                      DEFAULT_MATCH, roster)
+    assert not parent.teaching and parent.refusal  # an observer is no staff
 
 
 def _report(student: str, score: float, final: float | None = None) -> Report:
@@ -146,8 +152,8 @@ def test_scores_go_to_the_line_item_s_path_before_its_query() -> None:
         "https://canvas.example/api/lti/courses/1/line_items/7/scores"
 
 
-def _answer(status: int, text: str = "", **headers: str) -> httpx.Response:
-    return httpx.Response(status, text=text, headers=headers)
+def _answer(status: int, text: str = "", **headers: str) -> Answer:
+    return Answer(status=status, body=text.encode(), headers={k.lower(): v for k, v in headers.items()})
 
 
 def test_the_platform_s_answers_are_done_again_later_or_refused_for_good() -> None:

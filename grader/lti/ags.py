@@ -18,6 +18,7 @@ or refused for good (another 4xx), with the platform's words, bounded.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Literal
@@ -37,7 +38,9 @@ SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
 LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
 CONTAINER_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
 TIMEOUT_S = 20.0
+ANSWER_S = 30.0  # a whole answer, however slowly it drips: one platform must not hold every other's grades
 MAX_ANSWER_BYTES = 256 * 1024
+MAX_TOKEN_CHARS = 8192
 
 
 class Outcome(BaseModel):
@@ -71,14 +74,29 @@ def scores_url(lineitem: str) -> str:
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/scores"))
 
 
-def _outcome(answer: httpx.Response) -> Outcome:
-    status = answer.status_code
-    said = terminal(answer.text[:2000], 300) if answer.content else ""
+class Answer(BaseModel):
+    """A platform's answer, read within bounds: its status, headers and at most MAX_ANSWER_BYTES."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json_body(self) -> object:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+def _outcome(answer: Answer) -> Outcome:
+    status = answer.status
+    text = answer.body[:2000].decode("utf-8", "replace")
+    said = terminal(text, 300)
     if 200 <= status < 300:
         return Outcome(kind="done", status=status)
     wait = _retry_after(answer.headers.get("retry-after"))
     rate_left = answer.headers.get("x-rate-limit-remaining")
-    out_of_rate = status == 403 and (("rate limit" in answer.text[:2000].lower())
+    out_of_rate = status == 403 and (("rate limit" in text.lower())
                                      or (rate_left is not None and _number(rate_left) == 0))
     if status == 429 or status >= 500 or out_of_rate:
         return Outcome(kind="again", status=status, wait_s=wait, said=said)
@@ -126,19 +144,21 @@ class AgsClient:
         form = {"grant_type": "client_credentials",
                 "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
                 "client_assertion": assertion, "scope": " ".join(scopes)}
-        try:
-            answer = self.http.post(platform.token_url, data=form, headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
-            return Outcome(kind="again", said=f"the LMS's token endpoint could not be reached ({type(exc).__name__})")
+        answer = self._exchange("POST", platform.token_url, {"Accept": "application/json"}, data=form)
+        if isinstance(answer, Outcome):
+            return answer.model_copy(update={"said": f"token: {answer.said}"})
         outcome = _outcome(answer)
         if outcome.kind != "done":
             return outcome.model_copy(update={"said": f"token: {outcome.said}"})
+        body = answer.json_body()
+        token = body.get("access_token") if isinstance(body, dict) else None
         try:
-            body = answer.json()
-            token, lifetime = body["access_token"], float(body.get("expires_in", 3600))
-            assert isinstance(token, str) and token
-        except (ValueError, KeyError, TypeError, AssertionError):
-            return Outcome(kind="again", status=answer.status_code, said="the LMS's token answer held no token")
+            lifetime = float(body.get("expires_in", 3600)) if isinstance(body, dict) else 0.0
+        except (TypeError, ValueError):
+            lifetime = 0.0
+        if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS or not token.isascii() \
+                or not token.isprintable() or lifetime != lifetime:  # NaN
+            return Outcome(kind="again", status=answer.status, said="the LMS's token answer held no usable token")
         with self._lock:
             self._tokens[key] = (token, time.monotonic() + max(0.0, lifetime - 60))
         return token
@@ -146,8 +166,6 @@ class AgsClient:
     def _send(self, platform: Platform, scopes: list[str], method: str, url: str, *,
               json_body: object = None, content_type: str | None = None, accept: str) -> tuple[Outcome, object]:
         """One request with a token; a 401 asks for a new token and tries once more."""
-        import json
-
         for fresh in (False, True):
             token = self._token(platform, scopes, fresh=fresh)
             if isinstance(token, Outcome):
@@ -157,21 +175,32 @@ class AgsClient:
             if json_body is not None:
                 headers["Content-Type"] = content_type or "application/json"
                 content = json.dumps(json_body).encode()
-            try:
-                answer = self.http.request(method, url, headers=headers, content=content)
-            except httpx.HTTPError as exc:
-                return Outcome(kind="again", said=f"the LMS could not be reached ({type(exc).__name__})"), None
-            if answer.status_code == 401 and not fresh:
+            answer = self._exchange(method, url, headers, content=content)
+            if isinstance(answer, Outcome):
+                return answer, None
+            if answer.status == 401 and not fresh:
                 continue
             outcome = _outcome(answer)
-            body = None
-            if outcome.kind == "done" and answer.content and len(answer.content) <= MAX_ANSWER_BYTES:
-                try:
-                    body = answer.json()
-                except ValueError:
-                    body = None
-            return outcome, body
+            return outcome, answer.json_body() if outcome.kind == "done" else None
         raise AssertionError("unreachable")
+
+    def _exchange(self, method: str, url: str, headers: dict[str, str], **sent: object) -> Answer | Outcome:
+        """One request, its answer read within MAX_ANSWER_BYTES and ANSWER_S; every failure an Outcome."""
+        deadline = time.monotonic() + ANSWER_S
+        try:
+            with self.http.stream(method, url, headers=headers, **sent) as answer:  # type: ignore[arg-type]
+                body = b""
+                for chunk in answer.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        return Outcome(kind="again", status=answer.status_code, said="the LMS's answer was too long")
+                    if time.monotonic() > deadline:
+                        return Outcome(kind="again", status=answer.status_code,
+                                       said=f"the LMS's answer took longer than {ANSWER_S:g} s")
+                return Answer(status=answer.status_code, headers={k.lower(): v for k, v in answer.headers.items()},
+                              body=body)
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, UnicodeError) as exc:
+            return Outcome(kind="again", said=f"the LMS could not be reached ({type(exc).__name__})")
 
     def post_score(self, platform: Platform, lineitem: str, score: Score) -> Outcome:
         outcome, _ = self._send(platform, [SCORE_SCOPE], "POST", scores_url(lineitem), json_body=score.body(),

@@ -27,7 +27,8 @@ _CLAIMS = {
     "lis.person_sourcedid": lambda c: (c.get(LIS) or {}).get("person_sourcedid") if isinstance(c.get(LIS), dict)
     else None,
 }
-_TEACHING = ("#Instructor", "#Administrator", "#ContentDeveloper", "#Mentor", "Instructor#TeachingAssistant")
+_TEACHING = ("membership#Instructor", "membership#Administrator", "Instructor#TeachingAssistant")
+"""Roles that see the staff page; not Mentor (Canvas's observers: parents) nor ContentDeveloper."""
 _LEARNING = ("membership#Learner", "institution/person#Student", "membership/Learner#Learner")
 
 

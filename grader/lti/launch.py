@@ -2,12 +2,14 @@
 
 1. The login initiation (`/lti/login`, GET or POST, from the platform): its issuer and client id
    must be registered; the answer is a redirect to the platform's authorization endpoint with a
-   fresh `state` and `nonce` (kept once, ten minutes) and `response_mode=form_post`.
-2. The launch (`/lti/launch`, POSTed by the user's browser): `state` must be one this service
-   began and not used; the `id_token` must be an RS256 JWT signed by a key the registered
+   fresh `state` and `nonce` and `response_mode=form_post`. Nothing is written: the state carries
+   the nonce under a MAC of this run's (grader/lti/store.py).
+2. The launch (`/lti/launch`, POSTed by the user's browser): `state` must be one this service run
+   began, at most ten minutes ago, and not used (its nonce is kept as used once it is); the `id_token` must be an RS256 JWT signed by a key the registered
    platform publishes, issued by it for this client (`aud`, and `azp` when `aud` names several),
    unexpired (a minute of clock skew), carrying the state's nonce (so a token is used once), an
-   LTI 1.3.0 message of a kind the tool takes, from a registered deployment.
+   LTI 1.3.0 message of a kind the tool takes, from a registered deployment and, when the
+   registration names its courses (`contexts`), from one of them.
 
 Whatever a check refuses is one sentence for the page (`LaunchRefused`); nothing of the token is
 trusted before the signature is.
@@ -89,10 +91,7 @@ def login_redirect(params: dict[str, str], registrations: Registrations, store: 
         raise LaunchRefused("this LMS (or this registration of the tool) is not one the course's grading service "
                             "knows: your instructor must add it to the service's LTI registrations")
     target = _param(params, "target_link_uri")
-    begun = store.begin(platform.issuer, platform.client_id)
-    if begun is None:
-        raise LaunchRefused("too many logins are under way at once: try again in a minute")
-    state, nonce = begun
+    state, nonce = store.begin(registrations.platforms.index(platform))
     query = {"scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
              "client_id": platform.client_id, "redirect_uri": launch_url, "login_hint": login_hint,
              "state": state, "nonce": nonce}
@@ -108,12 +107,11 @@ def verify_launch(id_token: str, state: str, registrations: Registrations, store
                   keys: PlatformKeys) -> Launch:
     """The launch, if every check holds (module docstring); LaunchRefused otherwise."""
     begun = store.finish(state)
-    if begun is None:
+    if begun is None or begun[0] >= len(registrations.platforms):
         raise LaunchRefused("this launch has expired or was already used: open the assignment from your course "
                             "in the LMS again")
-    nonce, issuer, client_id = begun
-    platform = registrations.find(issuer, client_id)
-    if platform is None or not id_token or len(id_token) > MAX_TOKEN_CHARS:
+    platform, nonce = registrations.platforms[begun[0]], begun[1]
+    if not id_token or len(id_token) > MAX_TOKEN_CHARS:
         raise LaunchRefused("this launch is not one the grading service can check: open the assignment from your "
                             "course in the LMS again")
     try:
@@ -142,6 +140,9 @@ def verify_launch(id_token: str, state: str, registrations: Registrations, store
     if not platform.deploys(launch.deployment_id):
         raise LaunchRefused("this deployment of the tool is not registered with the grading service: your "
                             "instructor must add its deployment id")
+    if platform.contexts and launch.context_id not in platform.contexts:
+        raise LaunchRefused("this course of your LMS is not one the grading service is set up for: open the "
+                            "assignment from the course your instructor gave it in")
     if launch.message_type == RESOURCE_LINK and not launch.resource_link_id:
         raise LaunchRefused("this launch names no resource link, which LTI 1.3 requires")
     return launch

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from grader.inert import terminal
 from grader.lti.ags import AgsClient, Outcome, Score
-from grader.lti.registration import Registrations
+from grader.lti.registration import Platform, Registrations
 from grader.lti.store import Link, LtiStore
 from grader.report import Report
 
@@ -96,21 +96,36 @@ def next_due(store: LtiStore) -> float | None:
     return row[0] if row and row[0] is not None else None
 
 
-def counts(store: LtiStore) -> dict[str, int]:
-    return dict(store.db.execute("SELECT state, count(*) FROM lti_outbox GROUP BY state").fetchall())
+def counts(store: LtiStore, issuer: str, client_id: str, context_id: str) -> dict[str, int]:
+    """The outbox's rows of one course of one platform, by state."""
+    return dict(store.db.execute("SELECT o.state, count(*) FROM lti_outbox o JOIN lti_links l ON l.id = o.link"
+                                 " WHERE l.issuer = ? AND l.client_id = ? AND l.context_id = ? GROUP BY o.state",
+                                 (issuer, client_id, context_id)).fetchall())
 
 
-def failures(store: LtiStore) -> list[tuple[str, int | None, str]]:
-    """(student, status, the platform's words) of each grade the platform refused."""
+def failures(store: LtiStore, issuer: str, client_id: str, context_id: str) -> list[tuple[str, int | None, str]]:
+    """(student, status, the platform's words) of each grade one course of one platform refused."""
     return store.db.execute("SELECT l.student, o.status, coalesce(o.error, '') FROM lti_outbox o"
-                            " JOIN lti_links l ON l.id = o.link WHERE o.state = 'failed' ORDER BY l.student"
-                            ).fetchall()
+                            " JOIN lti_links l ON l.id = o.link WHERE o.state = 'failed' AND l.issuer = ?"
+                            " AND l.client_id = ? AND l.context_id = ? ORDER BY l.student",
+                            (issuer, client_id, context_id)).fetchall()
 
 
 def wait_after(attempts: int, asked: float | None, first: float = FIRST_WAIT_S) -> float:
     """The wait before try `attempts + 2`: doubling from `first`, or what the platform asked when longer."""
     doubling = min(MAX_WAIT_S, first * 2 ** min(attempts, 30))
     return max(doubling, min(asked or 0.0, MAX_WAIT_S))
+
+
+def _owned(platform: Platform, url: str) -> tuple[str | None, Outcome]:
+    """`url` if it is the platform's (the access token goes there); else why it is refused."""
+    if platform.owns(url):
+        return url, Outcome(kind="done")
+    from grader.serve.security import origin_of
+
+    where = origin_of(url) or "an address that is not one"
+    return None, Outcome(kind="refused", said=f"the LMS named a line item at {terminal(where, 100)}, which is not "
+                                              "one of its registration's addresses: add it to the platform's origins")
 
 
 class Poster:
@@ -144,7 +159,11 @@ class Poster:
                 for owed in due(self.store, time.time()):
                     if self._stopping.is_set():
                         return
-                    self.send(owed)
+                    try:
+                        self.send(owed)
+                    except Exception as exc:  # noqa: BLE001 - this row waits, the others go on
+                        self._record(owed, Outcome(kind="again", said=f"the grader failed on it "
+                                                   f"({type(exc).__name__})"), self.store.get_link(owed.link))
                 soonest = next_due(self.store)
             except Exception as exc:  # noqa: BLE001 - the rows stay pending; the thread must not die
                 self.log(f"grade serve: LTI grades could not be sent ({type(exc).__name__}: "
@@ -168,20 +187,26 @@ class Poster:
         self._record(owed, outcome, link)
         return outcome
 
-    def _lineitem(self, link: Link, platform: object, owed: Owed) -> tuple[str | None, Outcome]:
+    def _lineitem(self, link: Link, platform: Platform, owed: Owed) -> tuple[str | None, Outcome]:
         from grader.lti.ags import LINEITEM_SCOPE
 
         if link.lineitem:
-            return link.lineitem, Outcome(kind="done")
+            return _owned(platform, link.lineitem)
         if not link.lineitems or LINEITEM_SCOPE not in link.scopes:
             return None, Outcome(kind="refused", said="the LMS's launch gave no line item for this assignment, "
                                                       "nor the right to make one: make it a graded assignment")
+        container, refused = _owned(platform, link.lineitems)
+        if container is None:
+            return None, refused
         outcome, made = self.ags.find_or_create_lineitem(
-            platform, link.lineitems, resource_id=self.assignment, label=self.label, max_score=owed.max_score,
-            resource_link_id=link.resource_link_id, granted=link.scopes)  # type: ignore[arg-type]
-        if made is not None:
-            self.store.set_lineitem(link.id, made)
-        return made, outcome
+            platform, container, resource_id=self.assignment, label=self.label, max_score=owed.max_score,
+            resource_link_id=link.resource_link_id, granted=link.scopes)
+        if made is None:
+            return None, outcome
+        lineitem, refused = _owned(platform, made)
+        if lineitem is not None:
+            self.store.set_lineitem(link.id, lineitem)
+        return lineitem, refused
 
     def _record(self, owed: Owed, outcome: Outcome, link: Link | None) -> None:
         who = terminal(link.student, 60) if link else f"link {owed.link}"

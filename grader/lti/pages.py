@@ -36,6 +36,15 @@ def refusal(sentence: str, frame_origins: list[str]) -> tuple[str, str]:
                  _policy(frame_origins))
 
 
+def confirm(name: str, student: str, link: str, assignment: str, frame_origins: list[str]) -> tuple[str, str]:
+    """(page, CSP) asking a student to confirm who they sign in as (a launch nothing vouched for)."""
+    body = (f"<h1>{html.escape(assignment)}</h1><p>You are signing in to hand in as <b>{html.escape(name)}</b> "
+            f"(student id {html.escape(student)}).</p><p><a href='{html.escape(link)}'>Yes, that is me: continue"
+            "</a></p><p>If that is not you, close this page and open the assignment from your course in the LMS: "
+            "someone else's sign-in was sent to your browser.</p>")
+    return _page(f"{assignment}: sign in", body, _policy(frame_origins))
+
+
 def teaching(name: str, assignment: str, counts: dict[str, int], refused: list[tuple[str, int | None, str]],
              frame_origins: list[str]) -> tuple[str, str]:
     """(page, CSP) for an instructor's or TA's launch: what the service is sending to this LMS."""

@@ -13,10 +13,15 @@ each LMS):
     token_url = "https://sso.canvaslms.com/login/oauth2/token"
     jwks_url = "https://sso.canvaslms.com/api/lti/security/jwks"
     origins = ["https://school.instructure.com"]     # where students open the LMS (may frame the page)
+    contexts = ["8865"]                              # the course(s) whose launches count (recommended)
 
 Optional: `token_audience` (the `aud` of the tool's client assertion; default the token URL, which
-Canvas requires; Brightspace gives its own value at registration), `match` (the launch's claims
-tried, in order, to find the student on the roster; see grader/lti/identity.py).
+Canvas requires; Brightspace gives its own value at registration), `contexts` (the LMS's ids of
+the courses whose launches count: without it, any course of the platform that places the tool can
+launch it), `match` (the launch's claims tried to find the student on the roster; see
+grader/lti/identity.py; a `custom.NAME` claim only with `contexts`, since custom parameters are
+set by whoever places the tool). `deployment_ids = ["*"]` takes any deployment of the client, which
+Blackboard (one client id for every school) refuses.
 
 Every value is checked when the service starts, each failure one sentence that names the file,
 the platform and the key: a launch must never be the first to find a registration wrong.
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from grader.errors import UsageError
 from grader.inert import PATH_LIMIT, terminal
@@ -38,7 +43,7 @@ from grader.inert import PATH_LIMIT, terminal
 MAX_FILE_BYTES = 256 * 1024
 _HOST = re.compile(r"[a-z0-9.-]+|[0-9a-f:]+")  # a DNS name or an IP address: nothing a header could end at
 LMS = Literal["canvas", "moodle", "brightspace", "blackboard", "other"]
-DEFAULT_MATCH = ("custom.student_id", "lis.person_sourcedid", "email", "sub")
+DEFAULT_MATCH = ("lis.person_sourcedid", "email", "sub")
 """The claims tried to find a launch's student on the roster (grader/lti/identity.py)."""
 
 
@@ -69,9 +74,10 @@ class Platform(BaseModel):
     jwks_url: str
     token_audience: str | None = None
     origins: tuple[str, ...] = ()
+    contexts: tuple[str, ...] = ()
     match: tuple[str, ...] = DEFAULT_MATCH
 
-    @field_validator("login_url", "token_url", "jwks_url")
+    @field_validator("issuer", "login_url", "token_url", "jwks_url")
     @classmethod
     def _is_url(cls, value: str) -> str:
         return _url(value)
@@ -94,6 +100,16 @@ class Platform(BaseModel):
                              f"use {', '.join(DEFAULT_MATCH)}")
         return values
 
+    @model_validator(mode="after")
+    def _trusted(self) -> Platform:
+        if any(m.startswith("custom.") for m in self.match) and not self.contexts:
+            raise ValueError("match names a custom parameter, which whoever places the tool in any course of "
+                             "the platform sets: pin the course with contexts = [...] or leave custom.* out")
+        if "*" in self.deployment_ids and (self.lms == "blackboard" or self.issuer == "https://blackboard.com"):
+            raise ValueError("deployment_ids = [\"*\"] would take every Blackboard school's launches (one client "
+                             "id serves them all): name your school's deployment id")
+        return self
+
     @property
     def audience(self) -> str:
         """The `aud` of this tool's client assertions at the platform's token endpoint."""
@@ -108,6 +124,25 @@ class Platform(BaseModel):
 
         found = [origin_of(u) for u in (*self.origins, self.issuer, self.login_url)]
         return sorted({o for o in found if o})
+
+    def own_origins(self) -> frozenset[str]:
+        """The platform's origins: where its line items may be (its issuer's, its endpoints', `origins`)."""
+        from grader.serve.security import origin_of
+
+        return frozenset(o for u in (*self.origins, self.issuer, self.login_url, self.token_url, self.jwks_url)
+                         if (o := origin_of(u)))
+
+    def owns(self, url: str) -> bool:
+        """Whether `url` is at one of the platform's origins, over https (or loopback http): the only
+        addresses the tool sends the platform's access token to (a line item named elsewhere, by a
+        platform's mistake or a hostile one, would carry the token away)."""
+        from grader.serve.security import origin_of
+
+        try:
+            _url(url)
+        except ValueError:
+            return False
+        return origin_of(url) in self.own_origins()
 
 
 class Registrations(BaseModel):
@@ -151,7 +186,7 @@ def read_registrations(path: Path) -> Registrations:
             platforms.append(Platform.model_validate(table))
         except ValidationError as exc:
             error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"]) or "the table"
+            where = ".".join(str(p) for p in error["loc"]) or "the table:"
             message = str(error["msg"]).removeprefix("Value error, ").replace("Field required", "is missing")
             raise UsageError(f"the LTI registrations {shown}, platform {number}: {terminal(where, 60)} "
                              f"{terminal(message, 200)}") from None

@@ -10,10 +10,12 @@
 A student's launch opens a session (a token like the course's, kept hashed for twelve hours) and
 redirects to `/#token=...`: the hand-in page takes it from the fragment, which no server log or
 Referer sees, and the student hands in as with a token of their own. No cookie authenticates
-anything. The one cookie is the login's state, a guard against a launch begun in another browser
-(a login cross-site request): a launch whose browser carries a state cookie must carry this one,
-and a launch posted by a page of a site that is not the platform's (its Origin) is refused.
-Browsers that block cookies in the LMS's frame send none, and the launch still works.
+anything. Against a launch begun by someone else and posted from their page in the student's
+browser (a login cross-site request, which would have the student hand in into the other's
+account): a launch posted by a page of another site (its Origin) is refused; a browser carrying a
+login's state cookie must carry this launch's; and a launch that neither its state cookie nor the
+LMS's page vouches for (cookies blocked in the LMS's frame, and an Origin of `null` or none) asks
+the student to confirm the name and id they are signing in as, on a page no other site can frame.
 """
 
 from __future__ import annotations
@@ -88,14 +90,15 @@ async def login(request: Request) -> Response:
     return answer
 
 
-def _foreign(request: Request, tool: LtiTool, launch: Launch | None) -> bool:
-    """A launch posted by another site's page (its Origin is not the platform's nor ours)."""
+def _origin_is(request: Request, tool: LtiTool) -> str:
+    """Who posted the launch, by its Origin: "platform" (a registered LMS's page, or ours),
+    "unknown" (none, or `null`: a sandboxed page, a redirect chain), or "foreign" (another site)."""
     origin = request.headers.get("origin")
-    if origin is None or origin == "null":
-        return False
+    if origin is None or origin.strip() == "null":
+        return "unknown"
     given = origin_of(origin)
-    platforms = launch.platform.frame_origins() if launch else tool.frame_origins()
-    return given is None or (given not in platforms and given != origin_of(_base(request, tool)))
+    mine = given is not None and (given in tool.frame_origins() or given == origin_of(_base(request, tool)))
+    return "platform" if mine else "foreign"
 
 
 async def launch(request: Request) -> Response:
@@ -103,13 +106,18 @@ async def launch(request: Request) -> Response:
     try:
         params = await _params(request)
         state = params.get("state", "")
-        if _foreign(request, tool, None):
+        posted_by = _origin_is(request, tool)
+        if posted_by == "foreign":
             raise LaunchRefused("this launch was sent by a page that is not your LMS's: open the assignment "
                                 "from your course in the LMS")
         kept = request.cookies.get(STATE_COOKIE)
         if kept is not None and kept != state:
             raise LaunchRefused("this launch was begun in another browser window or tab: open the assignment "
                                 "from your course in the LMS again")
+        # neither this browser's state cookie nor the LMS's page vouches for it: it may be another
+        # person's launch posted from a page of theirs (a login cross-site request), so the student
+        # confirms who they are signing in as before the session is theirs
+        vouched = kept == state or posted_by == "platform"
         checked = await run_in_threadpool(verify_launch, params.get("id_token", ""), state, tool.registrations,
                                           tool.store, tool.platform_keys)
     except LaunchRefused as exc:
@@ -121,7 +129,8 @@ async def launch(request: Request) -> Response:
         from grader.lti.outbox import counts, failures
 
         def staff_page() -> tuple[str, str]:
-            return pages.teaching(who.name, tool.title, counts(tool.store), failures(tool.store),
+            course = (checked.platform.issuer, checked.platform.client_id, checked.context_id)
+            return pages.teaching(who.name, tool.title, counts(tool.store, *course), failures(tool.store, *course),
                                   tool.frame_origins())
 
         return _page(await run_in_threadpool(staff_page))
@@ -144,6 +153,8 @@ async def launch(request: Request) -> Response:
 
     token = await run_in_threadpool(sign_in)
     request.app.state.serving.publisher.changed(student)  # the grade they have, owed to this link now
+    if not vouched:
+        return _page(pages.confirm(who.name, student, f"/#token={token}", tool.title, tool.frame_origins()))
     answer = RedirectResponse(f"/#token={token}", status_code=303, headers={"Cache-Control": "no-store"})
     answer.delete_cookie(STATE_COOKIE, path="/lti/", secure=True, httponly=True, samesite="none")
     return answer

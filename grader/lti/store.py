@@ -1,6 +1,6 @@
 """What the LTI side keeps, in OUT's gradebook beside the job table, so a restart loses nothing:
 
-    lti_states(state, nonce, issuer, client_id, created_at)        -- logins begun, used once
+    lti_used(nonce, used_at)                                       -- logins finished: each once
     lti_sessions(sha256, student, expires_at)                      -- a launch's hand-in token, hashed
     lti_links(id, issuer, client_id, deployment_id, context_id, sub, student, lineitem, lineitems,
               scopes, resource_link_id, launched_at)               -- where a student's grade goes
@@ -15,7 +15,9 @@ many hand-ins there were (grader/lti/outbox.py).
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
 import secrets
 import sqlite3
@@ -26,10 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS lti_states (
-    state TEXT PRIMARY KEY, nonce TEXT NOT NULL, issuer TEXT NOT NULL, client_id TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
+CREATE TABLE IF NOT EXISTS lti_used (nonce TEXT PRIMARY KEY, used_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS lti_sessions (sha256 TEXT PRIMARY KEY, student TEXT NOT NULL, expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS lti_links (
     id INTEGER PRIMARY KEY, issuer TEXT NOT NULL, client_id TEXT NOT NULL, deployment_id TEXT NOT NULL,
@@ -47,9 +46,6 @@ CREATE INDEX IF NOT EXISTS lti_outbox_due ON lti_outbox(state, next_at);
 """
 
 STATE_LIFETIME_S = 600.0
-LIVE_STATES = 20_000
-"""Logins begun and not finished at once, at most: /lti/login answers anyone who names a registered
-issuer, so its table is bounded (a class starting together is a few hundred)."""
 SESSION_LIFETIME_S = 12 * 3600.0
 SESSION_PREFIX = "gs_"
 
@@ -92,6 +88,7 @@ class LtiStore:
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._opened_lock = threading.Lock()
+        self._secret = secrets.token_bytes(32)  # this run's: a login begun before a restart is begun again
         self.db.executescript(SCHEMA)
 
     @property
@@ -114,25 +111,34 @@ class LtiStore:
 
     # ------------------------------------------------------------------ logins
 
-    def begin(self, issuer: str, client_id: str) -> tuple[str, str] | None:
-        """A new login's (state, nonce), kept until it is used or expires; None when LIVE_STATES are."""
-        state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        with self.db as db:
-            db.execute("DELETE FROM lti_states WHERE created_at < ?", (time.time() - STATE_LIFETIME_S,))
-            if db.execute("SELECT count(*) FROM lti_states").fetchone()[0] >= LIVE_STATES:
-                return None
-            db.execute("INSERT INTO lti_states VALUES (?,?,?,?,?)", (state, nonce, issuer, client_id, time.time()))
-        return state, nonce
+    def begin(self, platform: int) -> tuple[str, str]:
+        """A new login's (state, nonce) for registration number `platform`. Nothing is written: the
+        state carries its nonce, platform and time under this run's MAC (/lti/login answers anyone
+        who names a registered issuer, and must cost nothing to ask)."""
+        nonce, issued = secrets.token_urlsafe(24), str(int(time.time()))
+        body = f"{platform}.{nonce}.{issued}"
+        return f"{body}.{self._mac(body)}", nonce
 
-    def finish(self, state: str) -> tuple[str, str, str] | None:
-        """The (nonce, issuer, client_id) of a login begun here and not yet used, used up now."""
-        if not state or len(state) > 200:
+    def finish(self, state: str) -> tuple[int, str] | None:
+        """The (platform, nonce) of a login this run began, not older than STATE_LIFETIME_S and not
+        finished before (its nonce is kept as used), or None."""
+        parts = state.split(".") if isinstance(state, str) and len(state) <= 200 else []
+        if len(parts) != 4 or not parts[0].isdigit() or not parts[2].isdigit():
+            return None
+        body = ".".join(parts[:3])
+        if not hmac.compare_digest(parts[3], self._mac(body)):
+            return None
+        if not 0 <= time.time() - int(parts[2]) <= STATE_LIFETIME_S:
             return None
         with self.db as db:
-            row = db.execute("DELETE FROM lti_states WHERE state = ? AND created_at >= ? "
-                             "RETURNING nonce, issuer, client_id",
-                             (state, time.time() - STATE_LIFETIME_S)).fetchone()
-        return tuple(row) if row else None  # type: ignore[return-value]
+            db.execute("DELETE FROM lti_used WHERE used_at < ?", (time.time() - 2 * STATE_LIFETIME_S,))
+            if db.execute("INSERT OR IGNORE INTO lti_used VALUES (?, ?)", (parts[1], time.time())).rowcount != 1:
+                return None
+        return int(parts[0]), parts[1]
+
+    def _mac(self, body: str) -> str:
+        digest = hmac.new(self._secret, body.encode(), hashlib.sha256).digest()[:24]
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
     # ------------------------------------------------------------------ sessions
 
