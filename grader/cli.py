@@ -284,6 +284,9 @@ def _batch(args: argparse.Namespace) -> int:
 def _print_seed(result: BatchResult, args: argparse.Namespace) -> None:
     """Which hidden inputs the submissions graded now met: the batch's seed, drawn now or before,
     or each student's own."""
+    if result.per_student_chosen and not result.graded:
+        print("hidden inputs will be drawn per student, each at their first grading, and kept in the gradebook "
+              "(every later command on it, grade serve included, draws them so)")
     if not result.graded:
         return
     line = _per_student_line(result) if result.per_student else _batch_seed_line(result, args)

@@ -139,6 +139,13 @@ def test_the_command_line_says_how_the_hidden_inputs_were_drawn(tmp_path, fake, 
     assert main([str(subs / "alice.py"), "--seed-per-student"]) == 2
     assert "--seed-per-student draws the hidden inputs of a batch's students" in capsys.readouterr().err
 
+    empty, served = tmp_path / "hand-ins", tmp_path / "served"  # the choice made before grade serve's first hand-in
+    empty.mkdir()
+    assert main([str(empty), "-o", str(served), "-a", "ch2-jit", "--no-sandbox", "--seed-per-student"]) == 0
+    assert "hidden inputs will be drawn per student, each at their first grading" in capsys.readouterr().out
+    with Gradebook(OutputFolder(served).gradebook) as book:
+        assert book.seed_settings().per_student and book.seed() is None
+
 
 def test_a_hand_in_is_graded_with_its_student_s_own_seed(tmp_path, fake) -> None:
     """`grade serve` on a batch with a seed per student: a hand-in of a student graded before uses
@@ -250,3 +257,28 @@ def test_byte_identical_copies_meet_different_hidden_inputs_and_stay_one_group(t
     regraded = Report.model_validate_json(OutputFolder(out).report("ann").read_text())
     assert regraded.seed == ann.seed
     assert checks(regraded)["tax.vectorized_hidden"].counterexample == hidden.counterexample
+
+
+@pytest.mark.parametrize("name", ["ch2-jit", "ch2-practice", "ch2-scan"])
+def test_the_programs_the_class_analysis_compares_do_not_depend_on_the_seed(name: str) -> None:
+    """The fingerprint kept of each function is of the module exported for the shapes a check
+    gives it (`verdicts.programs`: a visible check's first). Were it a hidden check's, whose
+    generator may draw the shapes, two students on two seeds could differ there alone, and the
+    class analysis and the search for copied work would not see one program. Every export is
+    stood in for by a digest of what it asks for (function and abstract arguments)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from grader import assignment
+    from grader.judging.plan import plan
+    from grader.judging.verdicts import programs
+
+    class Signatures:
+        def run(self, run):
+            asked = run.export.target + "".join(arg.model_dump_json() for arg in run.export.args)
+            return SimpleNamespace(facts=SimpleNamespace(digest=hashlib.sha256(asked.encode()).hexdigest(),
+                                                         shingles=[]))
+
+    loaded = assignment.load(name)
+    kept = [programs(plan(loaded, seed), Signatures()) for seed in (1, 2, 987654321)]  # type: ignore[arg-type]
+    assert kept[0] and kept[1] == kept[0] and kept[2] == kept[0]

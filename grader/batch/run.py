@@ -82,6 +82,7 @@ class BatchResult(BaseModel):
     recovered: bool = False  # an earlier run's interrupted commit was finished first
     seed: int | None = None  # of the hidden inputs of every submission graded now: the batch's (None: per student)
     per_student: bool = False  # the batch keeps a seed per student (grader/batch/student_seeds.py)
+    per_student_chosen: bool = False  # chosen by this run (its first grading)
     seeds_first: int = 0  # per student: students given their first seed now
     seeds_redrawn: int = 0  # per student: students given a new seed now (--new-seed)
     seed_draw: SeedDraw | None = None  # the batch's seed, when it was drawn, whether the instructor asked
@@ -313,9 +314,11 @@ def _seeds(book: Gradebook, options: GradeOptions, result: BatchResult, students
     """Each student's seed for this grading: the batch's one (grader/batch/seed.py), or their own
     when the batch keeps one per student (grader/batch/student_seeds.py); what was drawn goes in
     `result`."""
+    kept = book.seed_settings().per_student
     if seed_settings(book, per_student=per_student, given=options.seed).per_student:
         drawn = seeds_for(book, students, redraw=new_seed, whole_batch=whole)
-        result.per_student, result.seeds_first, result.seeds_redrawn = True, drawn.first, drawn.redrawn
+        result.per_student, result.per_student_chosen = True, not kept
+        result.seeds_first, result.seeds_redrawn = drawn.first, drawn.redrawn
         return drawn.seeds
     recorded = book.seed()
     stored = recorded or book.seed_most_graded_with()
