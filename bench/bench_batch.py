@@ -10,7 +10,11 @@ Classes (--kind): copies of the reference notebook; the hand-written mutants, ea
 the reference module as `grade validate` does (a mixed class, most answers wrong somewhere);
 copies where one in ten hangs in a graded function or kills its kernel. --dask adds a 2-worker
 Dask LocalCluster, compared by wall time (its workers run outside the measured tree).
+--seed-per-student adds, beside each -j row, the same batch drawing a seed per student (every
+submission then meets hidden inputs of its own: its checks are built again and the verifier's
+answers for hidden inputs are not shared between students).
 Usage: python bench/bench_batch.py [--copies N ...] [--kind K ...] [--dask] [--sequential] [--rounds R]
+       [--seed-per-student]
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ def main() -> int:
     parser.add_argument("--dask", action="store_true", help="also a 2-worker Dask LocalCluster")
     parser.add_argument("--sequential", action="store_true", help="also N separate `grade FILE` runs")
     parser.add_argument("--jobs", type=int, action="append", help="-j values (default: 1 and 2)")
+    parser.add_argument("--seed-per-student", action="store_true",
+                        help="also each -j row with a seed per student (grade DIR --seed-per-student)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="measure every row this many times, each round against its own floor; "
                              "a row shows its median round (default: 1)")
@@ -102,9 +108,11 @@ def main() -> int:
                 for n in sizes:
                     subs = Path(tmp) / f"{kind}{n}"
                     for jobs in args.jobs or [1, 2]:
-                        out = f"{tmp}/out-{kind}{n}-{jobs}-{r}"
-                        cost = measured([[*GRADE, str(subs), "-o", out, "-j", str(jobs), "-a", "ch2-jit"]])
-                        rows.append((f"{kind}: grade DIR -j {jobs}", n, jobs, cost))
+                        for per_student in (False, True) if args.seed_per_student else (False,):
+                            out = f"{tmp}/out-{kind}{n}-{jobs}-{r}-{int(per_student)}"
+                            flag = ["--seed-per-student"] if per_student else []
+                            cost = measured([[*GRADE, str(subs), "-o", out, "-j", str(jobs), "-a", "ch2-jit", *flag]])
+                            rows.append((f"{kind}: grade DIR -j {jobs} {' '.join(flag)}".rstrip(), n, jobs, cost))
                     if args.dask:
                         cost = dask_cost(subs, Path(tmp) / f"out-{kind}{n}-dask-{r}")
                         # its workers run outside the measured tree: only the wall time compares

@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                         "recorded in each report)")
     p.add_argument("--new-seed", action="store_true",
                    help="batch: draw new hidden inputs for the batch, and regrade every submission on them")
+    p.add_argument("--seed-per-student", action="store_true",
+                   help="batch, at its first grading: draw a seed for each student at random (kept in OUT's "
+                        "gradebook for their every regrade and hand-in) instead of one for the whole batch")
     p.add_argument("--timeout", type=float, help="seconds allowed per cell, per exercise's probe and per probe request (overrides the assignment's limits)")
     p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 if a score is below this percentage")
     p.add_argument("--student", help="student id recorded in the report")
@@ -242,7 +245,8 @@ def _batch(args: argparse.Namespace) -> int:
                            sandbox=sandboxed, student=args.student)
     result = grade_many([Path(p) for p in args.paths], args.outdir, options, jobs=args.jobs,
                         force=args.force or single, formats=set(args.format), scheduler=args.scheduler,
-                        fail_under=args.fail_under, only=args.only, new_seed=args.new_seed)
+                        fail_under=args.fail_under, only=args.only, new_seed=args.new_seed,
+                        per_student=args.seed_per_student)
     if single:
         _print_single(args)
     for path, why in sorted(result.skipped.items()):
@@ -278,23 +282,47 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _print_seed(result: BatchResult, args: argparse.Namespace) -> None:
-    """Which hidden inputs the submissions graded now met: the batch's seed, drawn now or before."""
-    draw = result.seed_draw
-    if draw is None or not result.graded:
+    """Which hidden inputs the submissions graded now met: the batch's seed, drawn now or before,
+    or each student's own."""
+    if result.per_student_chosen and not result.graded:
+        print("hidden inputs will be drawn per student, each at their first grading, and kept in the gradebook "
+              "(every later command on it, grade serve included, draws them so)")
+    if not result.graded:
         return
-    if result.seed_new and draw.redrawn:
-        print(f"hidden inputs drawn again with seed {draw.seed} (was {result.seed_before}): every submission "
-              "found regraded on them")
-    elif result.seed_new and args.seed is None:
-        print(f"hidden inputs drawn with seed {draw.seed}, the same for every submission (--seed {draw.seed} "
-              "draws them again; kept with the batch for every regrade, --new-seed draws new ones)")
-    elif not result.seed_new:
-        print(f"hidden inputs from the batch's seed {draw.seed} (drawn on {draw.drawn_at[:10]}), as for "
-              "every submission before (--new-seed draws new ones and regrades all)")
+    line = _per_student_line(result) if result.per_student else _batch_seed_line(result, args)
+    if line:
+        print(line)
     behind = result.other_seed
     if behind and not result.interrupted:
         print(f"{len(behind)} student(s) still graded with an earlier seed: "
               + ", ".join(terminal(s, 40) for s in behind[:8]) + (", …" if len(behind) > 8 else ""))
+
+
+def _batch_seed_line(result: BatchResult, args: argparse.Namespace) -> str | None:
+    draw = result.seed_draw
+    if draw is None:
+        return None
+    if result.seed_new and draw.redrawn:
+        return (f"hidden inputs drawn again with seed {draw.seed} (was {result.seed_before}): every submission "
+                "found regraded on them")
+    if result.seed_new and args.seed is None:
+        return (f"hidden inputs drawn with seed {draw.seed}, the same for every submission (--seed {draw.seed} "
+                "draws them again; kept with the batch for every regrade, --new-seed draws new ones)")
+    if not result.seed_new:
+        return (f"hidden inputs from the batch's seed {draw.seed} (drawn on {draw.drawn_at[:10]}), as for "
+                "every submission before (--new-seed draws new ones and regrades all)")
+    return None
+
+
+def _per_student_line(result: BatchResult) -> str:
+    """What a batch with a seed per student says about the hidden inputs of what it graded now."""
+    if result.seeds_redrawn:
+        return (f"hidden inputs drawn again for each of {result.seeds_redrawn} student(s), a new seed of their own: "
+                "every submission found regraded on them")
+    first = (f"; {result.seeds_first} student(s) got their first seed now, drawn at random" if result.seeds_first
+             else "")
+    return ("hidden inputs drawn per student: each student's own seed, kept in the gradebook for their every "
+            f"regrade{first} (--new-seed draws new ones for everyone)")
 
 
 GONE_SHOWN = 8  # students named, and put in the `grade remove` command, at a batch's end
@@ -439,6 +467,9 @@ def run(argv: list[str]) -> int:
     batch = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths) or args.outdir is not None
     if args.only and not batch:
         raise UsageError("--only regrades students of a batch: pass the submissions folder and -o OUTDIR")
+    if args.seed_per_student and not batch:
+        raise UsageError("--seed-per-student draws the hidden inputs of a batch's students: pass the submissions "
+                         "folder and -o OUTDIR (one file without -o has a seed of its own anyway)")
     if args.new_seed and not batch:
         raise UsageError("--new-seed draws new hidden inputs for a batch: pass the submissions folder and -o "
                          "OUTDIR (one file without -o draws fresh inputs anyway)")

@@ -22,6 +22,8 @@ saying it is not an assignment here. Nothing a notebook names is ever loaded.
 The hidden inputs are drawn from the batch's one seed, kept with it in OUT's gradebook
 (grader/batch/seed.py): a resumed batch grades what it regrades with that seed, so identical
 files get identical verdicts; `new_seed` (or another `--seed`) draws new inputs and regrades all.
+A batch started with `per_student` keeps a seed per student instead (grader/batch/student_seeds.py):
+each regrade of a student uses theirs, and `new_seed` draws a new one for every student.
 
 A student of the gradebook whose file is no longer among those graded (a file renamed or
 removed) stays in every output; a batch of whole folders names them (`BatchResult.gone`), and
@@ -47,6 +49,7 @@ from grader.batch.discovery import Discovery, discover
 from grader.batch.executors import Executor, LocalExecutor, SerialExecutor, Task, error_report
 from grader.batch.progress import Progress
 from grader.batch.seed import choose_seed
+from grader.batch.student_seeds import seed_settings, seeds_for
 from grader.errors import SubmissionUnreadable, UsageError
 from grader.faults import is_internal
 from grader.options import GradeOptions
@@ -77,7 +80,11 @@ class BatchResult(BaseModel):
     internal: list[str] = []  # students whose grading met a grader bug (grader.faults): exit 3
     assignment: str | None = None  # what the batch graded (-a, or decided from the notebooks)
     recovered: bool = False  # an earlier run's interrupted commit was finished first
-    seed: int | None = None  # of the hidden inputs of every submission graded now: the batch's
+    seed: int | None = None  # of the hidden inputs of every submission graded now: the batch's (None: per student)
+    per_student: bool = False  # the batch keeps a seed per student (grader/batch/student_seeds.py)
+    per_student_chosen: bool = False  # chosen by this run (its first grading)
+    seeds_first: int = 0  # per student: students given their first seed now
+    seeds_redrawn: int = 0  # per student: students given a new seed now (--new-seed)
     seed_draw: SeedDraw | None = None  # the batch's seed, when it was drawn, whether the instructor asked
     seed_new: bool = False  # drawn by this run: the batch's first, or one asked for (`seed_draw.redrawn`)
     seed_before: int | None = None  # the seed a new draw replaced
@@ -168,9 +175,11 @@ CHECKPOINT_EVERY = 25
 def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs: int = 1,
                force: bool = False, formats: set[str] = frozenset(), scheduler: str | None = None,
                fail_under: float | None = None, only: list[str] | None = None,
-               settings: ExportSettings | None = None, new_seed: bool = False) -> BatchResult:
+               settings: ExportSettings | None = None, new_seed: bool = False,
+               per_student: bool = False) -> BatchResult:
     """Grade what `paths` hold into OUT; with `only`, regrade just those students (forced) and
-    rebuild everything else around them; with `new_seed`, draw new hidden inputs and regrade all.
+    rebuild everything else around them; with `new_seed`, draw new hidden inputs and regrade all;
+    with `per_student` (at OUT's first grading), draw a seed per student for life.
     Every update of OUT is one commit (`term.staging`)."""
     found = _as_recorded(discover(paths, roster=stored_canvas_roster(out_dir)), paths, out_dir,
                          options.student)
@@ -224,14 +233,14 @@ def grade_many(paths: list[Path], out_dir: Path, options: GradeOptions, *, jobs:
     with locked(out_dir):  # the whole batch, checkpoints included: no other command interleaves
         return _grade_into(out_dir, options, failed, candidates, found, batch_id, digest, jobs=jobs,
                            force=force, formats=formats, scheduler=scheduler, fail_under=fail_under,
-                           settings=settings, new_seed=new_seed, whole=whole)
+                           settings=settings, new_seed=new_seed, whole=whole, per_student=per_student)
 
 
 def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, str, str, str]],
                 candidates: list[tuple[str, Path, Peek]], found: Discovery, batch_id: str | None,
                 digest: str | None, *, jobs: int, force: bool, formats: set[str], scheduler: str | None,
                 fail_under: float | None, settings: ExportSettings | None, new_seed: bool,
-                whole: bool) -> BatchResult:
+                whole: bool, per_student: bool) -> BatchResult:
     recovered = recover(out_dir)
     policy = load_policy(out_dir)  # a bad late.toml or times CSV stops the batch before it grades,
     if policy is not None:         # not at its commit, which would discard the grading
@@ -242,18 +251,14 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
     batch = _Committing(out_dir, settings or ExportSettings(gradescope="gradescope" in formats))
     try:
         book = batch.gradebook
-        recorded = book.seed()
-        stored = recorded or book.seed_most_graded_with()
-        choice = choose_seed(stored, options.seed, new_seed, whole_batch=whole)
-        if choice.new or recorded is None:
-            book.record_seed(choice.draw)
-        options = options.model_copy(update={"seed": choice.seed})
-        result.seed, result.seed_draw, result.seed_new = choice.seed, choice.draw, choice.new
-        if stored is not None and choice.new and choice.draw.redrawn:
-            result.seed_before = stored.seed
+        found_now = {f[0] for f in failed} | {c[0] for c in candidates}
+        seed_of = _seeds(book, options, result, sorted(found_now), new_seed=new_seed, whole=whole,
+                         per_student=per_student)
         if whole:
-            found_now = {f[0] for f in failed} | {c[0] for c in candidates}
             result.gone = [s for s in book.students() if s not in found_now]
+
+        def with_seed(student: str) -> GradeOptions:
+            return options.model_copy(update={"seed": seed_of[student]})
 
         def keep(report: Report, group: str | None = None) -> None:
             batch.record(report, digest)
@@ -268,17 +273,18 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
                 result.internal.append(report.student or "?")
 
         for student, shown, reason, group in sorted(failed):
-            keep(error_report(Task(student=student, path=shown, options=options), reason), group)
+            keep(error_report(Task(student=student, path=shown, options=with_seed(student)), reason), group)
         tasks = []
         key = Stored(sha256=None, assignment=batch_id, assignment_digest=digest, grader_version=env.grader,
-                     jax_version=env.jax, seed=options.seed)
+                     jax_version=env.jax)
         for student, path, item in candidates:
-            if not force and batch.gradebook.is_current(student, key.model_copy(update={"sha256": item.sha256})):
+            mine = key.model_copy(update={"sha256": item.sha256, "seed": seed_of[student]})
+            if not force and batch.gradebook.is_current(student, mine):
                 result.resumed += 1
                 continue
             # absolute, not resolved (links are not followed): cluster workers need not share
             # the client's working directory
-            tasks.append(Task(student=student, path=os.path.abspath(path), options=options))
+            tasks.append(Task(student=student, path=os.path.abspath(path), options=with_seed(student)))
         if tasks and options.assignment:  # the reference's programs, compiled once for the class
             precompile.ensure(assignments.load(options.assignment), sandbox=options.sandbox)
             reference_programs.ensure(assignments.load(options.assignment), options)  # for copied work
@@ -292,8 +298,7 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
             result.terminated = isinstance(stop, interrupts.Terminated)
         finally:
             progress.close()
-        assert options.seed is not None
-        result.other_seed = batch.gradebook.graded_with_another_seed(options.seed)
+        result.other_seed = batch.gradebook.graded_with_another_seed(result.seed)
         reports = batch.commit()
     except BaseException:
         batch.abort()
@@ -302,6 +307,28 @@ def _grade_into(out_dir: Path, options: GradeOptions, failed: list[tuple[str, st
     result.below = [s for s, r in reports.items()
                     if fail_under is not None and r.max_score and 100 * r.final / r.max_score < fail_under]
     return result
+
+
+def _seeds(book: Gradebook, options: GradeOptions, result: BatchResult, students: list[str], *,
+           new_seed: bool, whole: bool, per_student: bool) -> dict[str, int]:
+    """Each student's seed for this grading: the batch's one (grader/batch/seed.py), or their own
+    when the batch keeps one per student (grader/batch/student_seeds.py); what was drawn goes in
+    `result`."""
+    kept = book.seed_settings().per_student
+    if seed_settings(book, per_student=per_student, given=options.seed).per_student:
+        drawn = seeds_for(book, students, redraw=new_seed, whole_batch=whole)
+        result.per_student, result.per_student_chosen = True, not kept
+        result.seeds_first, result.seeds_redrawn = drawn.first, drawn.redrawn
+        return drawn.seeds
+    recorded = book.seed()
+    stored = recorded or book.seed_most_graded_with()
+    choice = choose_seed(stored, options.seed, new_seed, whole_batch=whole)
+    if choice.new or recorded is None:
+        book.record_seed(choice.draw)
+    result.seed, result.seed_draw, result.seed_new = choice.seed, choice.draw, choice.new
+    if stored is not None and choice.new and choice.draw.redrawn:
+        result.seed_before = stored.seed
+    return dict.fromkeys(students, choice.seed)
 
 
 class _Committing:

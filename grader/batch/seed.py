@@ -10,6 +10,9 @@ The instructor draws new inputs with `--new-seed` (a fresh seed) or `--seed N` n
 seed than the stored one: that is a new draw, recorded with its date, and since no stored result
 has the new seed, the whole batch is regraded (so `--only` and a single file refuse it: they
 would leave the others on the old inputs). `--seed N` naming the stored seed changes nothing.
+
+A batch may instead keep a seed per student (`--seed-per-student` at its first grading:
+grader/batch/student_seeds.py); this module is the one-seed batch, the default.
 """
 
 from __future__ import annotations
@@ -42,19 +45,24 @@ def choose_seed(stored: SeedDraw | None, given: int | None, redraw: bool, *, who
     if redraw and given is not None:
         raise UsageError("--seed N and --new-seed both choose the hidden inputs: pass one")
     if stored is None:
-        seed = given if given is not None else _fresh()
+        seed = given if given is not None else fresh()
         return SeedChoice(draw=SeedDraw(seed=seed, drawn_at=now()), new=True)
     if not redraw and given in (None, stored.seed):
         return SeedChoice(draw=stored, new=False)
     if not whole_batch:
-        asked = "--new-seed" if redraw else f"--seed {given} (this batch's seed is {stored.seed})"
-        raise UsageError(f"{asked} draws new hidden inputs, which regrades every submission of the batch: "
-                         "grade the whole folder (not --only, nor one file)")
-    seed = given if given is not None else _fresh(avoid=stored.seed)
+        raise part_of_the_batch("--new-seed" if redraw else f"--seed {given} (this batch's seed is {stored.seed})")
+    seed = given if given is not None else fresh(avoid=stored.seed)
     return SeedChoice(draw=SeedDraw(seed=seed, drawn_at=now(), redrawn=True), new=True)
 
 
-def _fresh(avoid: int | None = None) -> int:
+def part_of_the_batch(asked: str) -> UsageError:
+    """A new draw asked for while grading part of the batch, which would leave the rest on the old inputs."""
+    return UsageError(f"{asked} draws new hidden inputs, which regrades every submission of the batch: "
+                      "grade the whole folder (not --only, nor one file)")
+
+
+def fresh(avoid: int | None = None) -> int:
+    """A seed drawn at random (`secrets`: nothing a student knows predicts it), other than `avoid`."""
     while True:
         seed = secrets.randbelow(SEED_RANGE)
         if seed != avoid:

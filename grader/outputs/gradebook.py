@@ -9,6 +9,7 @@
     adjustments(student, points, reason, by, at)              -- grade changes by hand, kept
     settings(name, value)                                     -- the exports this batch keeps
     seeds(seed, drawn_at, redrawn)                            -- the batch's seed: the last row
+    student_seeds(student, seed, drawn_at, redrawn)           -- per student: each one's last row
     removals(student, removed_at, by, reason, path, report)   -- students taken out (`grade remove`)
     similar_programs(exercise, group_id, student, ...)        -- copied work (grader.term.similarity)
 
@@ -24,7 +25,11 @@ regraded.
 The batch keeps one seed for life (`seed`, grader/batch/seed.py): every grading into it draws
 the hidden inputs from it, so two byte-identical notebooks meet the same inputs whenever each
 was graded; a new one is drawn only when the instructor asks, and then every row is regraded
-(its seed no longer matches). A student removed (`remove`) leaves the current tables; the row
+(its seed no longer matches). A batch started with `--seed-per-student` (settings' `seeds`:
+`SeedSettings`) keeps a seed per student instead (`student_seeds`, grader/batch/student_seeds.py):
+drawn at random at the student's first grading, never from their id, and reused by every
+regrade of theirs; a redraw adds a row per student (`redrawn`), so the table is their history.
+Each student's report records the seed it was graded with, as `submissions.seed` does. A student removed (`remove`) leaves the current tables; the row
 in `removals` keeps who, when, why and the raw report. Their adjustments stay, and apply again
 if they are graded again.
 """
@@ -62,6 +67,9 @@ CREATE TABLE IF NOT EXISTS adjustments (
 );
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS seeds (seed INTEGER NOT NULL, drawn_at TEXT NOT NULL, redrawn INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS student_seeds (
+    student TEXT NOT NULL, seed INTEGER NOT NULL, drawn_at TEXT NOT NULL, redrawn INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS removals (
     student TEXT NOT NULL, removed_at TEXT NOT NULL, by TEXT NOT NULL, reason TEXT NOT NULL, path TEXT,
     report TEXT
@@ -90,6 +98,22 @@ class SeedDraw(BaseModel):
     seed: int
     drawn_at: str  # ISO 8601, UTC
     redrawn: bool = False
+
+
+class StudentSeed(BaseModel):
+    """One student's seed in a batch that draws hidden inputs per student."""
+
+    student: str
+    seed: int
+    drawn_at: str  # ISO 8601, UTC
+    redrawn: bool = False  # drawn by --new-seed, not at the student's first grading
+
+
+class SeedSettings(BaseModel):
+    """How a batch draws its hidden inputs, chosen at its first grading and kept for life."""
+
+    per_student: bool = False  # a seed per student (`student_seeds`), not one for the batch (`seeds`)
+    since: str | None = None  # when that was chosen (ISO 8601, UTC)
 
 
 class Removal(BaseModel):
@@ -205,11 +229,44 @@ class Gradebook:
             self._db.execute("INSERT INTO seeds VALUES (?,?,?)",
                              (draw.seed, draw.drawn_at, int(draw.redrawn)))
 
-    def graded_with_another_seed(self, seed: int) -> list[str]:
-        """The students whose graded result drew its hidden inputs from another seed than `seed`."""
-        rows = self._db.execute("SELECT student FROM submissions WHERE status = 'graded' AND seed != ?"
-                                " ORDER BY student", (seed,))
+    def graded_with_another_seed(self, seed: int | None) -> list[str]:
+        """The students whose graded result drew its hidden inputs from another seed than `seed`,
+        the batch's; None: than their own (a batch with a seed per student)."""
+        if seed is not None:
+            rows = self._db.execute("SELECT student FROM submissions WHERE status = 'graded' AND seed != ?"
+                                    " ORDER BY student", (seed,))
+        else:
+            rows = self._db.execute(
+                "SELECT s.student FROM submissions s LEFT JOIN student_seeds k ON k.rowid ="
+                " (SELECT max(rowid) FROM student_seeds WHERE student = s.student)"
+                " WHERE s.status = 'graded' AND (k.seed IS NULL OR k.seed != s.seed) ORDER BY s.student")
         return [row[0] for row in rows]
+
+    def seed_settings(self) -> SeedSettings:
+        row = self._db.execute("SELECT value FROM settings WHERE name = 'seeds'").fetchone()
+        return SeedSettings.model_validate_json(row[0]) if row else SeedSettings()
+
+    def save_seed_settings(self, settings: SeedSettings) -> None:
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO settings VALUES ('seeds', ?)", (settings.model_dump_json(),))
+
+    def student_seeds(self) -> dict[str, StudentSeed]:
+        """Each student's seed (the last drawn for them), in a batch with a seed per student."""
+        rows = self._db.execute("SELECT student, seed, drawn_at, redrawn FROM student_seeds WHERE rowid IN"
+                                " (SELECT max(rowid) FROM student_seeds GROUP BY student)")
+        return {s: StudentSeed(student=s, seed=seed, drawn_at=at, redrawn=bool(again))
+                for s, seed, at, again in rows.fetchall()}
+
+    def record_student_seeds(self, drawn: list[StudentSeed]) -> None:
+        """New seeds (first ones, or a redraw), all in one transaction; earlier rows stay as history."""
+        with self._db:
+            self._db.executemany("INSERT INTO student_seeds VALUES (?,?,?,?)",
+                                 [(d.student, d.seed, d.drawn_at, int(d.redrawn)) for d in drawn])
+
+    def last_student_redraw(self) -> str | None:
+        """When every student's seed was last drawn again (--new-seed), or None."""
+        row = self._db.execute("SELECT max(drawn_at) FROM student_seeds WHERE redrawn = 1").fetchone()
+        return row[0] if row else None
 
     def remove(self, removal: Removal) -> None:
         """Take a student out of the batch's current tables, keeping the removal and their raw

@@ -8,8 +8,8 @@ files of a student removed from the gradebook (`grade remove`) are deleted in th
 no output names a student the others do not.
 
 The class page says what happened to the batch as a whole, one line each under its title
-(`batch_notices`): hidden inputs drawn again, and whether every submission has been regraded on
-them since.
+(`batch_notices`): hidden inputs drawn again (the batch's one seed, or every student's own), and
+whether every submission has been regraded on them since.
 """
 
 from __future__ import annotations
@@ -78,11 +78,18 @@ def _feedback(report: Report) -> bytes:
 
 def batch_notices(gradebook: Gradebook) -> list[str]:
     """The class page's lines about the batch as a whole (plain text)."""
-    draw = gradebook.seed()
-    if draw is None or not draw.redrawn:
-        return []
-    when = f"hidden inputs redrawn on {draw.drawn_at[:10]}"
-    behind = gradebook.graded_with_another_seed(draw.seed)
+    if gradebook.seed_settings().per_student:
+        redrawn = gradebook.last_student_redraw()
+        if redrawn is None:
+            return []
+        when = f"hidden inputs redrawn on {redrawn[:10]}, a new seed for each student"
+        behind = gradebook.graded_with_another_seed(None)
+    else:
+        draw = gradebook.seed()
+        if draw is None or not draw.redrawn:
+            return []
+        when = f"hidden inputs redrawn on {draw.drawn_at[:10]}"
+        behind = gradebook.graded_with_another_seed(draw.seed)
     if not behind:
         return [f"{when}: every submission regraded"]
     shown = ", ".join(behind[:8]) + (f" and {len(behind) - 8} more" if len(behind) > 8 else "")

@@ -2,8 +2,9 @@
 
 One dispatcher thread owns the loop. While a worker is free it claims the oldest queued job
 (grader/serve/jobs.py) and submits it to the backend (grader/serve/backends.py) as the batch's
-`Task`, with the batch's one seed (grader/batch/seed.py) and the assignment given to `grade
-serve`, so a verdict is the one `grade FILE --seed S` gives for the same file. When a grading
+`Task`, with the batch's one seed (grader/batch/seed.py), or the student's own when the batch
+keeps one per student (`seed_of`, grader/batch/student_seeds.py), and the assignment given to
+`grade serve`, so a verdict is the one `grade FILE --seed S` gives for the same file. When a grading
 ends:
 
 - a report of the student's (graded, or the student's file not gradable) is recorded as a batch
@@ -80,8 +81,8 @@ class Service:
 
     def __init__(self, *, jobs: JobTable, backend: Backend, publisher: Publisher, options: GradeOptions,
                  assignment_digest: str | None, deadline_s: float, worker: str,
-                 prepare: Callable[[], None] | None = None):
-        assert options.seed is not None and options.assignment
+                 prepare: Callable[[], None] | None = None, seed_of: Callable[[str], int] | None = None):
+        assert (options.seed is None) == (seed_of is not None) and options.assignment
         self.jobs = jobs
         self.backend = backend
         self.publisher = publisher
@@ -90,6 +91,7 @@ class Service:
         self.deadline_s = deadline_s
         self.worker = worker
         self.prepare = prepare
+        self.seed_of = seed_of  # a student's own seed (drawn at their first hand-in); None: the batch's one
         self._events: queue.SimpleQueue[Future[Report] | None] = queue.SimpleQueue()
         self._running: dict[Future[Report], _Running] = {}
         self._unqueued: list[Job] = []  # claimed, not handed to a worker, not yet queued again
@@ -187,9 +189,10 @@ class Service:
             if not Path(job.path).is_file():
                 self.jobs.not_graded(job, self.worker, job_states.FILE_GONE)
                 continue
-            task = Task(student=job.student, path=job.path, options=self.options)
             try:
-                future = self.backend.submit(task)
+                options = self.options if self.seed_of is None else self.options.model_copy(
+                    update={"seed": self.seed_of(job.student)})
+                future = self.backend.submit(Task(student=job.student, path=job.path, options=options))
             except Exception:
                 self._unqueued.append(job)
                 raise

@@ -4,9 +4,10 @@ The assignment (as `-a` gives it: an id, or a folder of the instructor's); the r
 tokens issued from it (no token at all and no LTI registration: nobody could hand in, so it
 refuses); the LTI registrations and the tool's key (grader/lti/, with `--lti FILE`); OUT's gradebook,
 which must not hold another assignment's grades; the batch's one seed for life, drawn now if OUT
-has none (grader/batch/seed.py); the job table and its reaper; the options every hand-in is graded
-with, the same as a batch's; the workers, the grading loop and the publisher, not started yet (the
-app's lifespan starts them).
+has none (grader/batch/seed.py), or, when OUT's batch draws a seed per student, each hand-in's
+student's own (grader/batch/student_seeds.py); the job table and its reaper; the options every
+hand-in is graded with, the same as a batch's; the workers, the grading loop and the publisher,
+not started yet (the app's lifespan starts them).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
     from grader import assignment as assignments
     from grader.assignment.digest import assignment_digest
     from grader.batch.seed import choose_seed
+    from grader.batch.student_seeds import ServedSeeds
     from grader.options import GradeOptions
     from grader.outputs.gradebook import Gradebook
     from grader.outputs.names import OutputFolder
@@ -58,15 +60,18 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
         if not len(tokens) and lti is None:
             raise UsageError(f"no student of the roster has a token for {terminal(out_dir)} yet: run "
                              f"grade tokens {terminal(out_dir)} --roster {terminal(roster_file)} first")
-        recorded = book.seed()
-        choice = choose_seed(recorded or book.seed_most_graded_with(), None, False, whole_batch=False)
-        if choice.new or recorded is None:
-            book.record_seed(choice.draw)
+        seed: int | None = None
+        if not book.seed_settings().per_student:
+            recorded = book.seed()
+            choice = choose_seed(recorded or book.seed_most_graded_with(), None, False, whole_batch=False)
+            if choice.new or recorded is None:
+                book.record_seed(choice.draw)
+            seed = choice.seed
         has_rows = bool(book.students())
     jobs = JobTable(path)
     worker = instance_name()
     again, lost = jobs.reap(worker)
-    options = GradeOptions(assignment=assignment, seed=choice.seed, sandbox=sandboxed)
+    options = GradeOptions(assignment=assignment, seed=seed, sandbox=sandboxed)
     publisher = Publisher(out_dir)
     if has_rows or again or lost:
         publisher.changed()  # the outputs may be a rebuild behind (a run that was killed)
@@ -90,7 +95,8 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
         backend = LocalBackend(workers, sandbox=sandboxed)
     service = Service(jobs=jobs, backend=backend, publisher=publisher,
                       options=options, assignment_digest=assignment_digest(folder),
-                      deadline_s=deadline_s or deadline_for(spec), worker=worker, prepare=ahead)
+                      deadline_s=deadline_s or deadline_for(spec), worker=worker, prepare=ahead,
+                      seed_of=None if seed is not None else ServedSeeds(path))
     tool = None
     if lti is not None:  # checked before any port is bound: a launch must not be the first to find it wrong
         from grader.lti.tool import lti_tool
@@ -103,6 +109,8 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
                       service=service, publisher=publisher, rate=RateLimit(per_minute=per_minute, burst=burst),
                       lti=tool)
     notes = []
+    if seed is None:
+        notes.append("hidden inputs drawn per student: each hand-in uses its student's own seed")
     if again:
         notes.append(f"{again} hand-in(s) a stopped run was grading queued again")
     if lost:
