@@ -206,6 +206,33 @@ def test_a_hand_in_is_graded_with_its_student_s_own_seed(tmp_path, fake) -> None
     assert served(one) == {"alice": [batch_seed], "bob": [batch_seed, batch_seed]} and stored(one) == {}
 
 
+def test_grade_serve_chooses_seeds_per_student_on_a_new_folder_and_refuses_it_on_a_one_seed_batch(
+        tmp_path, fake) -> None:
+    from grader.serve.setup import prepare
+    from grader.serve.tokens import issue
+
+    roster = tmp_path / "roster.txt"
+    roster.write_text("alice\n", encoding="utf-8")
+
+    def serve(out: Path, per_student: bool):
+        out.mkdir(exist_ok=True)
+        with Gradebook(OutputFolder(out).gradebook) as book:
+            issue(book.connection, ["alice"], [], "2026-03-01T10:00:00+00:00")
+        prepared = prepare(out, "ch2-jit", roster, sandboxed=False, workers=1, per_minute=6, burst=3,
+                           deadline_s=60, seed_per_student=per_student)
+        prepared.serving.jobs.close_all()
+        return prepared
+
+    fresh = serve(tmp_path / "fresh", True)
+    assert "drawn per student" in fresh.notes and fresh.serving.service.options.seed is None
+    with Gradebook(OutputFolder(tmp_path / "fresh").gradebook) as book:
+        assert book.seed_settings().per_student and book.seed() is None
+    assert "drawn per student" in serve(tmp_path / "fresh", False).notes  # kept: no flag needed again
+    serve(tmp_path / "one", False)  # a one-seed batch, drawn at the service's first start
+    with pytest.raises(UsageError, match="grade into a new folder"):
+        serve(tmp_path / "one", True)
+
+
 @pytest.mark.kernel
 def test_byte_identical_copies_meet_different_hidden_inputs_and_stay_one_group(tmp_path: Path,
                                                                                reference_sections) -> None:

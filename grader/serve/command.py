@@ -50,6 +50,9 @@ def _parser(parser: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="seconds a grading may take before its worker is stopped (default: the assignment's "
                         "time budget, doubled)")
+    p.add_argument("--seed-per-student", action="store_true",
+                   help="draw each student's hidden inputs from a seed of their own, at their first hand-in (chosen "
+                        "once, at OUT's first grading: docs/grading-a-class.md)")
     p.add_argument("--lti", type=Path, metavar="FILE", help="be an LTI 1.3 tool of the LMS platforms this TOML "
                    "file registers: students launch from the LMS, grades go back to its gradebook (docs/lti.md)")
     p.add_argument("--no-sandbox", action="store_true", help="grade without the sandbox")
@@ -134,7 +137,8 @@ def _serve(args: argparse.Namespace, sandboxed: bool) -> int:
 
     prepared = prepare(args.outdir, args.assignment, args.roster, sandboxed=sandboxed, workers=args.jobs,
                        per_minute=args.rate, burst=args.burst, deadline_s=args.deadline, scheduler=args.scheduler,
-                       lti=args.lti, origin=args.origin[0] if args.origin else None)
+                       lti=args.lti, origin=args.origin[0] if args.origin else None,
+                       seed_per_student=args.seed_per_student)
     from grader.serve.app import build_app
 
     app = build_app(prepared.serving, origins=args.origin, any_host=args.public)

@@ -28,7 +28,7 @@ class Prepared:
 
 def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: bool, workers: int,
             per_minute: float, burst: int, deadline_s: float | None, scheduler: str | None = None,
-            lti: Path | None = None, origin: str | None = None) -> Prepared:
+            lti: Path | None = None, origin: str | None = None, seed_per_student: bool = False) -> Prepared:
     """Check and set up the service on OUT (whose lock the caller holds)."""
     from grader import assignment as assignments
     from grader.assignment.digest import assignment_digest
@@ -61,6 +61,10 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
             raise UsageError(f"no student of the roster has a token for {terminal(out_dir)} yet: run "
                              f"grade tokens {terminal(out_dir)} --roster {terminal(roster_file)} first")
         seed: int | None = None
+        if seed_per_student:  # chosen at OUT's first grading, or refused in one sentence
+            from grader.batch.student_seeds import seed_settings
+
+            seed_settings(book, per_student=True, given=None)
         if not book.seed_settings().per_student:
             recorded = book.seed()
             choice = choose_seed(recorded or book.seed_most_graded_with(), None, False, whole_batch=False)
