@@ -263,6 +263,7 @@ def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None
         nobody = course.launch(http, "u-eve")
         assert nobody.status_code == 403 and "not on this course&#x27;s roster" in nobody.text
         assert "more than one student" in course.launch(http, "u-two").text
+    with browser(course) as http:  # a browser with no login's cookie
         # replayed: the same id_token and state posted again (no cookie, no Origin: the student confirms)
         action, fields = course.launch_form(http, "u-ada")
         first = http.post(action, data=fields)
@@ -273,13 +274,22 @@ def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None
         action, fields = course.launch_form(http, "u-ada")
         forged = http.post(action, data=fields, headers={"Origin": "https://evil.example"})
         assert forged.status_code == 400 and "not your LMS" in forged.text
-        # begun in another browser: this one carries another login's state cookie
+        # begun in another browser: this one carries another login's state cookie, not this one's
         url, params = course.platform.initiate_launch("u-ada", "rl-1")
         mine = http.get(url, params=params)
+        [(name, value)] = mine.cookies.items()
         with httpx.Client(trust_env=False, timeout=30) as other:
             action, fields = course.launch_form(other, "u-bo")
-        crossed = http.post(action, data=fields, headers={"Cookie": f"lti_state={mine.cookies['lti_state']}"})
+        crossed = http.post(action, data=fields, headers={"Cookie": f"{name}={value}"})
         assert crossed.status_code == 400 and "another browser" in crossed.text
+        # two tabs launching at once: each finds its own cookie
+        first_url, first = course.platform.initiate_launch("u-ada", "rl-1")
+        second_url, second = course.platform.initiate_launch("u-ada", "rl-1")
+        logins = [http.get(first_url, params=first), http.get(second_url, params=second)]
+        cookies = "; ".join(f"{n}={v}" for login in logins for n, v in login.cookies.items())
+        for login in logins:
+            form = _auto_post_form(httpx.get(login.headers["location"], timeout=30, trust_env=False).text)
+            assert http.post(form[0], data=form[1], headers={"Cookie": cookies}).status_code == 303
         # a login from an issuer the service does not know
         stranger = http.get("/lti/login", params={"iss": "https://lms.elsewhere", "login_hint": "x"})
         assert stranger.status_code == 400 and "not one the course" in stranger.text

@@ -20,6 +20,7 @@ the student to confirm the name and id they are signing in as, on a page no othe
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from urllib.parse import parse_qsl
 
@@ -38,7 +39,9 @@ from grader.serve.security import origin_of
 MAX_FORM_BYTES = 128 * 1024
 LAUNCH_PATHS = ("/lti/login", "/lti/launch")
 """Posted by the LMS's pages, another site's: the Guard lets their Origin through; `launch` checks it."""
-STATE_COOKIE = "lti_state"
+STATE_COOKIE = "lti_state_"
+"""A login's cookie: this prefix and a digest of its state (one per login, so two tabs launching at
+once each find their own)."""
 DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
 
 
@@ -86,8 +89,12 @@ async def login(request: Request) -> Response:
         return _refused(tool, str(exc))
     answer = RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
     state = dict(parse_qsl(target.split("?", 1)[1]))["state"]
-    answer.set_cookie(STATE_COOKIE, state, max_age=600, path="/lti/", secure=True, httponly=True, samesite="none")
+    answer.set_cookie(_cookie(state), "1", max_age=600, path="/lti/", secure=True, httponly=True, samesite="none")
     return answer
+
+
+def _cookie(state: str) -> str:
+    return STATE_COOKIE + hashlib.sha256(state.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _origin_is(request: Request, tool: LtiTool) -> str:
@@ -110,14 +117,14 @@ async def launch(request: Request) -> Response:
         if posted_by == "foreign":
             raise LaunchRefused("this launch was sent by a page that is not your LMS's: open the assignment "
                                 "from your course in the LMS")
-        kept = request.cookies.get(STATE_COOKIE)
-        if kept is not None and kept != state:
-            raise LaunchRefused("this launch was begun in another browser window or tab: open the assignment "
-                                "from your course in the LMS again")
+        mine = _cookie(state) in request.cookies
+        if not mine and any(name.startswith(STATE_COOKIE) for name in request.cookies):
+            raise LaunchRefused("this launch was begun in another browser: open the assignment from your course "
+                                "in the LMS again")
         # neither this browser's state cookie nor the LMS's page vouches for it: it may be another
         # person's launch posted from a page of theirs (a login cross-site request), so the student
         # confirms who they are signing in as before the session is theirs
-        vouched = kept == state or posted_by == "platform"
+        vouched = mine or posted_by == "platform"
         checked = await run_in_threadpool(verify_launch, params.get("id_token", ""), state, tool.registrations,
                                           tool.store, tool.platform_keys)
     except LaunchRefused as exc:
@@ -156,7 +163,7 @@ async def launch(request: Request) -> Response:
     if not vouched:
         return _page(pages.confirm(who.name, student, f"/#token={token}", tool.title, tool.frame_origins()))
     answer = RedirectResponse(f"/#token={token}", status_code=303, headers={"Cache-Control": "no-store"})
-    answer.delete_cookie(STATE_COOKIE, path="/lti/", secure=True, httponly=True, samesite="none")
+    answer.delete_cookie(_cookie(state), path="/lti/", secure=True, httponly=True, samesite="none")
     return answer
 
 
