@@ -155,11 +155,17 @@ class Browser:
                                returnByValue=True)
         return _value(expression, answer)
 
-    def wait_for(self, expression: str, timeout: float = 60.0) -> object:
-        """Evaluate `expression` until it is truthy (its value), or fail at the deadline."""
+    def wait_for(self, expression: str, timeout: float = 60.0, navigating: bool = False) -> object:
+        """Evaluate `expression` until it is truthy (its value), or fail at the deadline; with
+        `navigating`, across the page's navigations (a page being replaced cannot be asked)."""
         deadline = time.monotonic() + timeout
         while True:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except RuntimeError:
+                if not navigating:
+                    raise
+                value = None
             if value:
                 return value
             if time.monotonic() > deadline:

@@ -45,11 +45,10 @@ from __future__ import annotations
 import json
 import math
 import secrets
-import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
@@ -60,7 +59,6 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit
 
 import httpx
 import jwt
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from starlette.applications import Starlette
@@ -68,6 +66,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
+
+from hand_in_servers import serving  # uvicorn in a thread on a free loopback port
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
@@ -190,36 +190,6 @@ class _Pending:
 class _Grant:
     scopes: frozenset[str]
     expires_at: float
-
-
-class _QuietServer(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # a thread's server leaves the process's signals alone
-        pass
-
-
-@contextmanager
-def serving(app: Callable[[Scope, Receive, Send], Awaitable[None]], timeout: float = 10.0) -> Iterator[str]:
-    """`app` on uvicorn in a thread on a free loopback port for the block; its base URL. The socket
-    is bound before the server starts, so the port is known without asking the server; it is made
-    with proto IPPROTO_TCP because asyncio sets TCP_NODELAY only on such sockets, and without it
-    every answer on a kept-alive connection waits ~40 ms (Nagle against the client's delayed ACK)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = _QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the server did not start")
-        time.sleep(0.005)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout)
-        sock.close()
 
 
 class Platform:

@@ -7,7 +7,6 @@ framed by a registered LMS origin and by no other."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -67,21 +66,6 @@ def launch_url(platform: Platform, **given: object) -> str:
     return f"{url}?{urlencode(params)}"
 
 
-def settled(browser: Browser, expression: str, timeout: float = 60.0) -> object:
-    """`expression`'s value once truthy, across the launch's navigations (a page being replaced
-    cannot be asked meanwhile)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = browser.evaluate(expression)
-            if value:
-                return value
-        except RuntimeError:
-            pass
-        assert time.monotonic() < deadline, f"still false after {timeout:g} s: {expression}"
-        time.sleep(0.05)
-
-
 def test_a_student_opens_the_assignment_from_the_lms_hands_in_and_the_grade_reaches_it(
         service: RunningService, platform: Platform, tmp_path: Path) -> None:
     lineitem = platform.add_line_item("JAX, compiled", 100, "rl-1")
@@ -89,11 +73,11 @@ def test_a_student_opens_the_assignment_from_the_lms_hands_in_and_the_grade_reac
     notebook.write_bytes(NOTEBOOK.read_bytes())
     with Browser(width=375) as browser:
         browser.open(launch_url(platform, lineitem=lineitem))
-        assert settled(browser, SIGNED_IN) == "s100"
+        assert browser.wait_for(SIGNED_IN, navigating=True) == "s100"
         assert browser.evaluate("location.href") == f"{service.url}/"  # the session left the address bar
         browser.set_files("#file", notebook)
         browser.evaluate("document.getElementById('send').click()")
-        assert settled(browser, "!document.getElementById('score').hidden && "
+        assert browser.wait_for("!document.getElementById('score').hidden && "
                                 "document.getElementById('score').textContent", timeout=180) == "100 / 100"
         assert [line for line in browser.console() if "Content Security Policy" in line] == []
     until(lambda: score_of(platform, lineitem, "u-ada") == 100, "the grade in the LMS's gradebook", timeout=60)

@@ -21,11 +21,12 @@ import hmac
 import json
 import secrets
 import sqlite3
-import threading
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from grader.outputs.connections import Connections
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS lti_used (nonce TEXT PRIMARY KEY, used_at REAL NOT NULL);
@@ -85,29 +86,17 @@ class LtiStore:
 
     def __init__(self, gradebook: Path):
         self.path = gradebook
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._opened_lock = threading.Lock()
+        self._connections = Connections(gradebook)
         self._secret = secrets.token_bytes(32)  # this run's: a login begun before a restart is begun again
         self.db.executescript(SCHEMA)
 
     @property
     def db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            # used by its own thread only; closed from another one by close_all
-            db = self._local.db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-            with self._opened_lock:
-                self._opened.append(db)
-        return db
+        return self._connections.get()
 
     def close_all(self) -> None:
         """Close every thread's connection (the service has stopped)."""
-        with self._opened_lock:
-            opened, self._opened = self._opened, []
-        for db in opened:
-            db.close()
-        self._local = threading.local()
+        self._connections.close_all()
 
     # ------------------------------------------------------------------ logins
 

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from grader.outputs.connections import Connections
 from grader.outputs.gradebook import Gradebook
 from grader.report import Report
 from grader.serve.models import Job
@@ -93,9 +93,7 @@ class JobTable:
 
     def __init__(self, gradebook: Path):
         self.path = gradebook
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._opened_lock = threading.Lock()
+        self._connections = Connections(gradebook)
         db = self._db()
         db.executescript(SCHEMA)
         if "reaped" not in {row[1] for row in db.execute("PRAGMA table_info(hand_ins)")}:  # an earlier OUT's
@@ -103,28 +101,15 @@ class JobTable:
                 db.execute("ALTER TABLE hand_ins ADD COLUMN reaped INTEGER NOT NULL DEFAULT 0")
 
     def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            # used by its own thread only; closed from another one by close_all
-            db = self._local.db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-            with self._opened_lock:
-                self._opened.append(db)
-        return db
+        return self._connections.get()
 
     def close(self) -> None:
         """Close this thread's connection."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            del self._local.db
+        self._connections.close_mine()
 
     def close_all(self) -> None:
         """Close every thread's connection (the web server's threads too), once they are done."""
-        with self._opened_lock:
-            opened, self._opened = self._opened, []
-        for db in opened:
-            db.close()
-        self._local = threading.local()
+        self._connections.close_all()
 
     # ------------------------------------------------------------------ a student's side
 
