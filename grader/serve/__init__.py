@@ -17,5 +17,6 @@
     student_view.py  a report as its student may read it, and its feedback page
     page.py          the hand-in page (GET /)
 
-docs/hand-in-service.md is the instructor's and the student's guide, with the API.
+docs/hand-in-service.md is the instructor's and the student's guide, with the API; with `--lti`,
+the service is also an LTI 1.3 tool of the course's LMS (grader/lti/, docs/lti.md).
 """
