@@ -29,9 +29,9 @@ was graded; a new one is drawn only when the instructor asks, and then every row
 `SeedSettings`) keeps a seed per student instead (`student_seeds`, grader/batch/student_seeds.py):
 drawn at random at the student's first grading, never from their id, and reused by every
 regrade of theirs; a redraw adds a row per student (`redrawn`), so the table is their history.
-Each student's report records the seed it was graded with, as `submissions.seed` does. A student removed (`remove`) leaves the current tables; the row
-in `removals` keeps who, when, why and the raw report. Their adjustments stay, and apply again
-if they are graded again.
+Each student's report records the seed it was graded with, as `submissions.seed` does. A student
+removed (`remove`) leaves the current tables; the row in `removals` keeps who, when, why and the
+raw report. Their adjustments stay, and apply again if they are graded again.
 """
 
 from __future__ import annotations
