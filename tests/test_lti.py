@@ -526,3 +526,18 @@ def test_forged_launches_do_not_make_the_service_hammer_a_failing_key_set(tmp_pa
 def rows(book: Path, sql: str) -> list:
     with contextlib.closing(sqlite3.connect(book)) as db:
         return db.execute(sql).fetchall()
+
+
+def test_a_new_line_item_for_a_link_gets_the_grade_again_and_a_relaunch_rebuilds_nothing(course: Course) -> None:
+    first = course.platform.add_line_item("JAX, compiled", 100, "rl-1")
+    with browser(course) as http:
+        session_token(course.launch(http, "u-ada", lineitem=first))
+        session_token(course.launch(http, "u-ada", lineitem=first))
+        assert course.serving.publisher.changed_for == ["s100"]  # the same link again: no rebuild asked
+        course.tool.grades_changed({"s100": report("s100", 61)})
+        until(lambda: score_of(course.platform, first, "u-ada") == 61, "the grade on the first line item")
+        second = course.platform.add_line_item("JAX, compiled (again)", 100, "rl-1")  # the column made anew
+        session_token(course.launch(http, "u-ada", lineitem=second))
+    assert course.serving.publisher.changed_for == ["s100", "s100"]
+    course.tool.grades_changed({"s100": report("s100", 61)})  # what the rebuild it asked for gives
+    until(lambda: score_of(course.platform, second, "u-ada") == 61, "the same grade on the new line item")

@@ -115,7 +115,7 @@ def _report(student: str, score: float, final: float | None = None) -> Report:
 def _linked(store: LtiStore, student: str, sub: str) -> int:
     return store.link(issuer="https://lms", client_id="c", deployment_id="d", context_id="course", sub=sub,
                       student=student, lineitem="https://lms/li/1", lineitems=None,
-                      scopes=["https://purl.imsglobal.org/spec/lti-ags/scope/score"], resource_link_id="r").id
+                      scopes=["https://purl.imsglobal.org/spec/lti-ags/scope/score"], resource_link_id="r")[0].id
 
 
 def test_the_outbox_owes_the_policy_s_grade_once_per_link_with_timestamps_that_move_forward(tmp_path: Path) -> None:

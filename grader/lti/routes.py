@@ -145,21 +145,23 @@ async def launch(request: Request) -> Response:
         return _refused(tool, who.refusal or "your LMS account is not a student of this course", 403)
     student = who.student
 
-    def sign_in() -> str:
+    def sign_in() -> tuple[str, bool]:
         ags = checked.ags
         scopes = [s for s in ags.get("scope", []) if isinstance(s, str)] if isinstance(ags.get("scope"), list) else []
         lineitem, lineitems = ags.get("lineitem"), ags.get("lineitems")
+        linked = False
         if scopes and SCORE_SCOPE in scopes:  # where the grade goes; no AGS, no passback
-            tool.store.link(issuer=checked.platform.issuer, client_id=checked.platform.client_id,
-                            deployment_id=checked.deployment_id, context_id=checked.context_id,
-                            sub=str(checked.claims["sub"]), student=student,
-                            lineitem=lineitem if isinstance(lineitem, str) else None,
-                            lineitems=lineitems if isinstance(lineitems, str) else None, scopes=scopes,
-                            resource_link_id=checked.resource_link_id)
-        return tool.store.open_session(student)
+            _, linked = tool.store.link(issuer=checked.platform.issuer, client_id=checked.platform.client_id,
+                                        deployment_id=checked.deployment_id, context_id=checked.context_id,
+                                        sub=str(checked.claims["sub"]), student=student,
+                                        lineitem=lineitem if isinstance(lineitem, str) else None,
+                                        lineitems=lineitems if isinstance(lineitems, str) else None, scopes=scopes,
+                                        resource_link_id=checked.resource_link_id)
+        return tool.store.open_session(student), linked
 
-    token = await run_in_threadpool(sign_in)
-    request.app.state.serving.publisher.changed(student)  # the grade they have, owed to this link now
+    token, linked = await run_in_threadpool(sign_in)
+    if linked:  # the grade they have is owed to this new link: the next rebuild's grades are sent
+        request.app.state.serving.publisher.changed(student)
     if not vouched:
         return _page(pages.confirm(who.name, student, f"/#token={token}", tool.title, tool.frame_origins()))
     answer = RedirectResponse(f"/#token={token}", status_code=303, headers={"Cache-Control": "no-store"})

@@ -150,9 +150,15 @@ class LtiStore:
     # ------------------------------------------------------------------ links
 
     def link(self, *, issuer: str, client_id: str, deployment_id: str, context_id: str, sub: str, student: str,
-             lineitem: str | None, lineitems: str | None, scopes: list[str], resource_link_id: str) -> Link:
-        """Record (or update) where this launch's student's grade goes; the latest launch's line item wins."""
+             lineitem: str | None, lineitems: str | None, scopes: list[str],
+             resource_link_id: str) -> tuple[Link, bool]:
+        """Record (or update) where this launch's student's grade goes, the latest launch's line item
+        winning; whether that is new (a new link, or another student or line item for it: what its
+        outbox row said was sent is then forgotten, so the grade is owed there again)."""
+        key = (issuer, client_id, deployment_id, context_id, sub)
         with self.db as db:
+            before = db.execute("SELECT id, student, lineitem FROM lti_links WHERE issuer = ? AND client_id = ?"
+                                " AND deployment_id = ? AND context_id = ? AND sub = ?", key).fetchone()
             row = db.execute(
                 "INSERT INTO lti_links (issuer, client_id, deployment_id, context_id, sub, student, lineitem,"
                 " lineitems, scopes, resource_link_id, launched_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
@@ -161,9 +167,12 @@ class LtiStore:
                 " lineitems = excluded.lineitems, scopes = excluded.scopes,"
                 " resource_link_id = excluded.resource_link_id, launched_at = excluded.launched_at"
                 f" RETURNING {_LINK_COLUMNS}",
-                (issuer, client_id, deployment_id, context_id, sub, student, lineitem, lineitems,
-                 json.dumps(scopes), resource_link_id, time.time())).fetchone()
-        return _link(row)
+                (*key, student, lineitem, lineitems, json.dumps(scopes), resource_link_id, time.time())).fetchone()
+            found = _link(row)
+            changed = before is None or (before[1], before[2]) != (found.student, found.lineitem)
+            if changed and before is not None:
+                db.execute("DELETE FROM lti_outbox WHERE link = ?", (found.id,))
+        return found, changed
 
     def links(self) -> list[Link]:
         return [_link(r) for r in self.db.execute(f"SELECT {_LINK_COLUMNS} FROM lti_links ORDER BY id")]
