@@ -45,8 +45,12 @@ def test_hand_in_from_a_phone_and_read_the_feedback(service: RealService, tmp_pa
     shutil.copy(repo_root / "solutions" / "ch2-jit.ipynb", notebook)
     with Browser(width=375) as browser:
         browser.open(f"{service.url}/#token={token}")
-        browser.wait_for(SIGNED_IN)
+        # a link's token is offered: taken once the student says the id it signs in is theirs
+        assert browser.wait_for(_shown("offer-student")) == "alice"
         assert browser.evaluate("location.href") == f"{service.url}/"  # the token left the address bar
+        assert browser.evaluate("sessionStorage.length") == 0 and browser.evaluate(f"!({SIGNED_IN})")
+        browser.evaluate("document.getElementById('offer-yes').click()")
+        browser.wait_for(SIGNED_IN)
         assert browser.evaluate("sessionStorage.getItem('grade-hand-in-token')") == token
         assert browser.evaluate("document.getElementById('student').textContent") == "alice"
         _no_sideways_scrolling(browser)
@@ -68,6 +72,25 @@ def test_hand_in_from_a_phone_and_read_the_feedback(service: RealService, tmp_pa
         _no_sideways_scrolling(browser)
         browser.screenshot(tmp_path / "hand-in-page.png")
         assert [line for line in browser.console() if "Content Security Policy" in line] == []
+
+
+def test_a_link_with_someone_else_s_token_is_not_taken_when_the_student_says_no(service: RealService) -> None:
+    """A classmate sends a link with their own token (an LMS launch of theirs, or a course token):
+    taken at once, the student would hand in into the classmate's account. The page names the id
+    the link signs in, and a student who says it is not theirs keeps their own session."""
+    mine, theirs = service.tokens["alice"], service.tokens["bob"]
+    with Browser(width=375) as browser:
+        browser.open(f"{service.url}/#token={mine}")
+        browser.wait_for(_shown("offer-student"))
+        browser.evaluate("document.getElementById('offer-yes').click()")
+        browser.wait_for(SIGNED_IN)
+        browser.open("about:blank")  # the link opened anew in this tab (a fragment alone does not load the page)
+        browser.open(f"{service.url}/#token={theirs}")
+        assert browser.wait_for(_shown("offer-student")) == "bob"
+        browser.evaluate("document.getElementById('offer-no').click()")
+        browser.wait_for(SIGNED_IN)
+        assert browser.evaluate("document.getElementById('student').textContent") == "alice"
+        assert browser.evaluate("sessionStorage.getItem('grade-hand-in-token')") == mine
 
 
 def test_a_wrong_token_shows_the_service_s_sentence_then_the_right_one_is_pasted(service: RealService) -> None:

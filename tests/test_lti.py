@@ -11,6 +11,9 @@ gives them), except in the tests marked kernel."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -58,12 +61,21 @@ def until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> 
     return found
 
 
+LAUNCHED = re.compile(r"<script type='application/json' id='launch' nonce='[^']+'>(.*?)</script>")
+
+
 def session_token(answer: httpx.Response) -> str:
-    """The hand-in token a student's launch redirects to the page with."""
-    assert answer.status_code == 303, answer.text
-    location = answer.headers["location"]
-    assert location.startswith("/#token=gs_"), location
-    return unquote(location.split("=", 1)[1])
+    """The hand-in token a student's launch signs them in with: in the hand-in page it answers with
+    (a launch its browser's cookie or the LMS's page vouched for), else offered in the fragment of
+    a redirect to the page, which asks the student first."""
+    if answer.status_code == 303:
+        location = answer.headers["location"]
+        assert location.startswith("../#token=gs_"), location
+        return unquote(location.split("=", 1)[1])
+    assert answer.status_code == 200, answer.text
+    found = LAUNCHED.search(answer.text)
+    assert found, answer.text[:500]
+    return json.loads(found.group(1))["token"]
 
 
 def report(student: str, score: float, final: float | None = None) -> Report:
@@ -267,7 +279,7 @@ def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None
         # replayed: the same id_token and state posted again (no cookie, no Origin: the student confirms)
         action, fields = course.launch_form(http, "u-ada")
         first = http.post(action, data=fields)
-        assert first.status_code == 200 and "Yes, that is me" in first.text and "s100" in first.text
+        assert first.status_code == 303 and first.headers["location"].startswith("../#token=")  # offered
         again = http.post(action, data=fields)
         assert again.status_code == 400 and "already used" in again.text
         # posted by another site's page
@@ -289,7 +301,8 @@ def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None
         cookies = "; ".join(f"{n}={v}" for login in logins for n, v in login.cookies.items())
         for login in logins:
             form = _auto_post_form(httpx.get(login.headers["location"], timeout=30, trust_env=False).text)
-            assert http.post(form[0], data=form[1], headers={"Cookie": cookies}).status_code == 303
+            launched = http.post(form[0], data=form[1], headers={"Cookie": cookies})
+            assert launched.status_code == 200 and LAUNCHED.search(launched.text)  # vouched: signed in
         # a login from an issuer the service does not know
         stranger = http.get("/lti/login", params={"iss": "https://lms.elsewhere", "login_hint": "x"})
         assert stranger.status_code == 400 and "not one the course" in stranger.text
@@ -378,21 +391,23 @@ def test_a_session_ends_with_the_roster_and_a_login_writes_nothing(course: Cours
 
 
 @pytest.mark.parametrize("origin", ["null", None])
-def test_a_launch_nothing_vouches_for_asks_the_student_who_they_are(course: Course, origin: str | None) -> None:
+def test_a_launch_nothing_vouches_for_is_only_offered_to_the_page(course: Course, origin: str | None) -> None:
     """A student begins a launch of their own, keeps the platform's form and has a page of theirs
     post it from a classmate's browser (Origin null from a sandboxed frame, or none): signed in at
     once, the classmate would hand in into the other's account. Without the browser's state cookie
-    or the LMS's page behind it, the launch asks first, naming the account."""
+    or the LMS's page behind it, the session is only offered in a link's fragment, which the page
+    takes once the student says the roster id is theirs (tests/test_hand_in_page.py)."""
     with browser(course) as attacker:
         action, fields = course.launch_form(attacker, "u-ada")
     with browser(course) as victim:
         answer = victim.post(action, data=fields, headers={"Origin": origin} if origin else {})
-    assert answer.status_code == 200 and "location" not in answer.headers
-    assert "Ada" in answer.text and "s100" in answer.text and "someone else" in answer.text
-    assert "frame-ancestors " + course.platform.base_url in answer.headers["content-security-policy"]
-    with browser(course) as http:  # a launch the LMS's page posts (its Origin) goes straight in
+    assert answer.status_code == 303 and answer.headers["location"].startswith("../#token=gs_")
+    assert "launch" not in answer.text
+    with browser(course) as http:  # a launch the LMS's page posts (its Origin) signs in at once
         action, fields = course.launch_form(http, "u-ada")
-        assert http.post(action, data=fields, headers={"Origin": course.platform.base_url}).status_code == 303
+        signed = http.post(action, data=fields, headers={"Origin": course.platform.base_url})
+        assert signed.status_code == 200 and LAUNCHED.search(signed.text)
+        assert "frame-ancestors " + course.platform.base_url in signed.headers["content-security-policy"]
 
 
 def test_launches_of_another_course_of_the_platform_and_observers_get_nothing(tmp_path: Path,
@@ -541,3 +556,74 @@ def test_a_new_line_item_for_a_link_gets_the_grade_again_and_a_relaunch_rebuilds
     assert course.serving.publisher.changed_for == ["s100", "s100"]
     course.tool.grades_changed({"s100": report("s100", 61)})  # what the rebuild it asked for gives
     until(lambda: score_of(course.platform, second, "u-ada") == 61, "the same grade on the new line item")
+
+
+# ------------------------------------------------------------ what a second attack on the tool found
+
+
+def test_grades_stop_for_a_course_the_registration_no_longer_admits(tmp_path: Path, platform: Platform) -> None:
+    """A teacher placed the tool in a course of theirs before the instructor pinned `contexts`, and
+    a student of ours launched there; pinned (and the service restarted), that course's gradebook
+    gets no more of their grades."""
+    from grader.lti.registration import Registrations
+
+    with made_course(tmp_path, platform) as course:
+        platform.context = {"id": "rogue-course", "label": "X", "title": "someone else's course"}
+        rogue = platform.add_line_item("copy", 100, "rl-rogue")
+        with browser(course) as http:
+            session_token(course.launch(http, "u-ada", resource_link_id="rl-rogue", lineitem=rogue))
+        old = course.tool.registrations.platforms[0]
+        pinned = Registrations(platforms=(old.model_copy(update={"contexts": ("course-1",)}),))
+        course.tool.registrations = course.tool.poster.registrations = pinned
+        course.tool.grades_changed({"s100": report("s100", 91)})
+        book = course.serving.out_dir / "gradebook.sqlite"
+        until(lambda: outbox_rows(book, "state = 'failed'"), "the rogue course's row refused")
+    assert score_of(platform, rogue, "u-ada") is None
+    [why] = rows(book, "SELECT error FROM lti_outbox")
+    assert "no longer registered" in why[0]
+
+
+def test_forged_launches_write_nothing_and_a_planted_cookie_vouches_for_nothing(course: Course) -> None:
+    with browser(course) as http:
+        for _ in range(10):  # a state is free to ask for; a token that does not check out costs no row
+            action, fields = course.launch_form(http, "u-ada")
+            assert http.post(action, data={"state": fields["state"], "id_token": "x.y.z"}).status_code == 400
+    assert rows(course.serving.out_dir / "gradebook.sqlite", "SELECT count(*) FROM lti_used") == [(0,)]
+    with browser(course) as mallory, browser(course) as victim:
+        action, fields = course.launch_form(mallory, "u-bo")
+        planted = "lti_state_" + hashlib.sha256(fields["state"].encode()).hexdigest()[:16]
+        answer = victim.post(action, data=fields, headers={"Origin": "null", "Cookie": f"{planted}=1"})
+    assert answer.status_code == 303 and answer.headers["location"].startswith("../#token=")  # only offered
+
+
+def test_a_platform_user_id_is_no_roster_id_unless_the_registration_says_so(course: Course) -> None:
+    """A roster of the school's student numbers; Mallory has no SIS id, and her platform user id
+    (`sub`) is 1002, another student's number: she is not that student. And a platform user linked
+    to one roster student is not signed in as another later."""
+    course.tool.roster = frozenset({"1001", "1002", "s100"})
+    course.platform.add_user("1002", name="Mallory", email="mallory@example.edu")
+    with browser(course) as http:
+        assert course.launch(http, "1002").status_code == 403
+        session_token(course.launch(http, "u-ada"))  # s100, linked
+        course.platform.add_user("u-ada", name="Ada", person_sourcedid="1001")  # the LMS now says 1001
+        moved = course.launch(http, "u-ada")
+    assert moved.status_code == 403 and "another student of this course&#x27;s roster" in moved.text
+
+
+def test_the_deep_linking_answer_goes_only_to_the_platform(course: Course) -> None:
+    from grader.lti.launch import DEEP_LINKING, LTI
+
+    with browser(course) as http:
+        login = http.get("/lti/login", params={"iss": course.platform.issuer, "login_hint": "x",
+                                               "client_id": course.platform.client_id})
+        query = dict(httpx.URL(login.headers["location"]).params)
+        now = int(time.time())
+        claims = {"iss": course.platform.issuer, "aud": course.platform.client_id, "sub": "u-teach", "iat": now,
+                  "exp": now + 300, "nonce": query["nonce"], LTI + "message_type": "LtiDeepLinkingRequest",
+                  LTI + "version": "1.3.0", LTI + "deployment_id": course.platform.deployment_id,
+                  LTI + "roles": ["http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"],
+                  DEEP_LINKING: {"deep_link_return_url": "http://evil.example.net/collect",
+                                 "accept_types": ["ltiResourceLink"]}}
+        token = jwt.encode(claims, course.platform._key, algorithm="RS256", headers={"kid": course.platform.kid})
+        answer = http.post("/lti/launch", data={"state": query["state"], "id_token": token})
+    assert answer.status_code == 400 and "evil.example.net" not in answer.text

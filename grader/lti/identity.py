@@ -2,10 +2,10 @@
 
 A launch carries several ids of its user, and the roster knows students by the instructor's ids
 (SIS Login ID, SIS User ID, Canvas's user id, or a plain list: grader/serve/roster.py). The
-registration's `match` lists the claims tried (default: a custom parameter `student_id` the
-instructor maps to the id the roster uses, such as Canvas's `$Canvas.user.sisid`; then the
-LIS `person_sourcedid`, the SIS id most platforms send; then the e-mail; then `sub`, the
-platform's own user id). Every claim is tried, not only the first that matches: when two of them
+registration's `match` lists the claims tried (default: the LIS `person_sourcedid`, the SIS id
+most platforms send, and the e-mail; `sub`, the platform's own user id, only when listed, for a
+roster of that platform's ids; a custom parameter such as `student_id`, mapped by the instructor
+to the id the roster uses, only in a registration pinned to its courses). Every claim is tried, not only the first that matches: when two of them
 name two different students of the roster, the launch is refused as ambiguous, never decided by
 the order (a display name or an e-mail a student chose must not claim another's grade). No
 match: refused, with the sentence saying which ids were looked for, so the instructor can fix

@@ -5,7 +5,8 @@
    fresh `state` and `nonce` and `response_mode=form_post`. Nothing is written: the state carries
    the nonce under a MAC of this run's (grader/lti/store.py).
 2. The launch (`/lti/launch`, POSTed by the user's browser): `state` must be one this service run
-   began, at most ten minutes ago, and not used (its nonce is kept as used once it is); the `id_token` must be an RS256 JWT signed by a key the registered
+   began, at most ten minutes ago, and not used (its nonce is kept as used once the token carrying
+   it checks out); the `id_token` must be an RS256 JWT signed by a key the registered
    platform publishes, issued by it for this client (`aud`, and `azp` when `aud` names several),
    unexpired (a minute of clock skew), carrying the state's nonce (so a token is used once), an
    LTI 1.3.0 message of a kind the tool takes, from a registered deployment and, when the
@@ -106,7 +107,7 @@ def login_redirect(params: dict[str, str], registrations: Registrations, store: 
 def verify_launch(id_token: str, state: str, registrations: Registrations, store: LtiStore,
                   keys: PlatformKeys) -> Launch:
     """The launch, if every check holds (module docstring); LaunchRefused otherwise."""
-    begun = store.finish(state)
+    begun = store.check(state)
     if begun is None or begun[0] >= len(registrations.platforms):
         raise LaunchRefused("this launch has expired or was already used: open the assignment from your course "
                             "in the LMS again")
@@ -131,6 +132,9 @@ def verify_launch(id_token: str, state: str, registrations: Registrations, store
     if claims.get("nonce") != nonce:
         raise LaunchRefused("this launch was not issued for this login (its nonce differs): open the assignment "
                             "from your course in the LMS again")
+    if not store.use(nonce):  # only now, with the platform's signature on it: a forgery writes nothing
+        raise LaunchRefused("this launch has expired or was already used: open the assignment from your course "
+                            "in the LMS again")
     launch = Launch(platform=platform, claims=claims)
     if claims.get(LTI + "version") != "1.3.0":
         raise LaunchRefused("this LMS launched with another LTI version than 1.3.0")

@@ -179,6 +179,9 @@ class Poster:
         platform = self.registrations.find(link.issuer, link.client_id) if link else None
         if link is None or platform is None:
             outcome = Outcome(kind="refused", said="this LMS is no longer among the service's LTI registrations")
+        elif not platform.deploys(link.deployment_id) or (platform.contexts and link.context_id not in platform.contexts):
+            outcome = Outcome(kind="refused", said="this course or deployment of the LMS is no longer registered: "
+                                                   "its grades are not sent there")
         else:
             lineitem, outcome = self._lineitem(link, platform, owed)
             if lineitem is not None:

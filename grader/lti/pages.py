@@ -1,4 +1,5 @@
-"""The few pages the LTI side answers with: a refusal, the instructor's launch, a deep-linking answer.
+"""The few pages the LTI side answers with besides the hand-in page: a refusal, the instructor's
+launch, a deep-linking answer.
 
 Each is a small HTML page whose every value is escaped, under a Content-Security-Policy of its own
 (no script but the deep-linking form's, by nonce; framed only by the registered LMSs' pages).
@@ -34,15 +35,6 @@ def refusal(sentence: str, frame_origins: list[str]) -> tuple[str, str]:
     return _page("Cannot open this assignment",
                  f"<h1>Cannot open this assignment</h1><p class='error' role='alert'>{html.escape(sentence)}</p>",
                  _policy(frame_origins))
-
-
-def confirm(name: str, student: str, link: str, assignment: str, frame_origins: list[str]) -> tuple[str, str]:
-    """(page, CSP) asking a student to confirm who they sign in as (a launch nothing vouched for)."""
-    body = (f"<h1>{html.escape(assignment)}</h1><p>You are signing in to hand in as <b>{html.escape(name)}</b> "
-            f"(student id {html.escape(student)}).</p><p><a href='{html.escape(link)}'>Yes, that is me: continue"
-            "</a></p><p>If that is not you, close this page and open the assignment from your course in the LMS: "
-            "someone else's sign-in was sent to your browser.</p>")
-    return _page(f"{assignment}: sign in", body, _policy(frame_origins))
 
 
 def teaching(name: str, assignment: str, counts: dict[str, int], refused: list[tuple[str, int | None, str]],

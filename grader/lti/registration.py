@@ -43,7 +43,9 @@ from grader.inert import PATH_LIMIT, terminal
 MAX_FILE_BYTES = 256 * 1024
 _HOST = re.compile(r"[a-z0-9.-]+|[0-9a-f:]+")  # a DNS name or an IP address: nothing a header could end at
 LMS = Literal["canvas", "moodle", "brightspace", "blackboard", "other"]
-DEFAULT_MATCH = ("lis.person_sourcedid", "email", "sub")
+DEFAULT_MATCH = ("lis.person_sourcedid", "email")
+"""`sub` is the platform's own user id, in a space of its own: it names a roster student only when
+the roster's ids are that platform's user ids, which a registration says by listing it in `match`."""
 """The claims tried to find a launch's student on the roster (grader/lti/identity.py)."""
 
 

@@ -8,14 +8,14 @@
     GET      /lti/config   the addresses and scopes to register the tool with (JSON)
 
 A student's launch opens a session (a token like the course's, kept hashed for twelve hours) and
-redirects to `/#token=...`: the hand-in page takes it from the fragment, which no server log or
-Referer sees, and the student hands in as with a token of their own. No cookie authenticates
-anything. Against a launch begun by someone else and posted from their page in the student's
-browser (a login cross-site request, which would have the student hand in into the other's
-account): a launch posted by a page of another site (its Origin) is refused; a browser carrying a
-login's state cookie must carry this launch's; and a launch that neither its state cookie nor the
-LMS's page vouches for (cookies blocked in the LMS's frame, and an Origin of `null` or none) asks
-the student to confirm the name and id they are signing in as, on a page no other site can frame.
+answers with the hand-in page holding it: the student hands in as with a token of their own. No
+cookie authenticates anything. Against a launch begun by someone else and posted from their page
+in the student's browser (a login cross-site request, which would have the student hand in into
+the other's account): a launch posted by a page of another site (its Origin) is refused; a browser
+carrying a login's state cookie must carry this launch's; and a launch that neither its state
+cookie nor the LMS's page vouches for (cookies blocked in the LMS's frame, and an Origin of `null`
+or none) is redirected to the page with the session in the fragment (`#token=`), which, as for
+any link with a token, asks the student whether the roster id it signs in is theirs first.
 """
 
 from __future__ import annotations
@@ -34,14 +34,16 @@ from grader.lti.ags import LINEITEM_SCOPE, READ_LINEITEM_SCOPE, SCORE_SCOPE
 from grader.lti.identity import identify
 from grader.lti.launch import DEEP_LINKING_REQUEST, LTI, Launch, LaunchRefused, login_redirect, verify_launch
 from grader.lti.tool import LtiTool
+from grader.serve.page import content_security_policy, hand_in_page
 from grader.serve.security import origin_of
 
 MAX_FORM_BYTES = 128 * 1024
 LAUNCH_PATHS = ("/lti/login", "/lti/launch")
 """Posted by the LMS's pages, another site's: the Guard lets their Origin through; `launch` checks it."""
-STATE_COOKIE = "lti_state_"
+STATE_COOKIE = "__Host-lti_state_"
 """A login's cookie: this prefix and a digest of its state (one per login, so two tabs launching at
-once each find their own)."""
+once each find their own). `__Host-`: a browser takes it only from this host itself, over https,
+for path /, so a page of a sibling domain cannot plant one to vouch for a launch of its own."""
 DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
 
 
@@ -89,7 +91,7 @@ async def login(request: Request) -> Response:
         return _refused(tool, str(exc))
     answer = RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
     state = dict(parse_qsl(target.split("?", 1)[1]))["state"]
-    answer.set_cookie(_cookie(state), "1", max_age=600, path="/lti/", secure=True, httponly=True, samesite="none")
+    answer.set_cookie(_cookie(state), "1", max_age=600, path="/", secure=True, httponly=True, samesite="none")
     return answer
 
 
@@ -144,6 +146,11 @@ async def launch(request: Request) -> Response:
     if who.student is None:
         return _refused(tool, who.refusal or "your LMS account is not a student of this course", 403)
     student = who.student
+    bound = await run_in_threadpool(tool.store.bound_to, checked.platform.issuer, checked.platform.client_id,
+                                    str(checked.claims["sub"]))
+    if bound - {student}:  # the same LMS user as another roster student before: the roster or a claim changed
+        return _refused(tool, "your LMS account was signed in as another student of this course's roster before: "
+                              "ask your instructor to check the roster before you hand in here", 403)
 
     def sign_in() -> tuple[str, bool]:
         ags = checked.ags
@@ -162,10 +169,12 @@ async def launch(request: Request) -> Response:
     token, linked = await run_in_threadpool(sign_in)
     if linked:  # the grade they have is owed to this new link: the next rebuild's grades are sent
         request.app.state.serving.publisher.changed(student)
-    if not vouched:
-        return _page(pages.confirm(who.name, student, f"/#token={token}", tool.title, tool.frame_origins()))
-    answer = RedirectResponse(f"/#token={token}", status_code=303, headers={"Cache-Control": "no-store"})
-    answer.delete_cookie(_cookie(state), path="/lti/", secure=True, httponly=True, samesite="none")
+    if not vouched:  # the page offers the link's session, taken once the student says the id is theirs
+        return RedirectResponse(f"../#token={token}", status_code=303, headers={"Cache-Control": "no-store"})
+    nonce = secrets.token_urlsafe(16)
+    answer = HTMLResponse(hand_in_page(nonce=nonce, title=tool.assignment, session=token), headers={
+        "Content-Security-Policy": content_security_policy(nonce, tool.frame_origins()), "Cache-Control": "no-store"})
+    answer.delete_cookie(_cookie(state), path="/", secure=True, httponly=True, samesite="none")
     return answer
 
 
@@ -173,8 +182,9 @@ def _deep_link(request: Request, tool: LtiTool, checked: Launch) -> Response:
     """Answer a deep-linking request with the assignment: a resource link with its line item."""
     settings = checked.deep_linking
     return_url = settings.get("deep_link_return_url")
-    if not isinstance(return_url, str) or origin_of(return_url) is None:
-        return _refused(tool, "the LMS's deep-linking request names no address to answer to")
+    if not isinstance(return_url, str) or not checked.platform.owns(return_url):
+        return _refused(tool, "the LMS's deep-linking request names no address of its own to answer to: the "
+                              "answer, signed by this tool, goes only to the platform's addresses (its origins)")
     accepts = settings.get("accept_types")
     if isinstance(accepts, list) and "ltiResourceLink" not in accepts:
         return _refused(tool, "the LMS asked for content this tool does not make (it makes an assignment link)")

@@ -30,6 +30,7 @@ from grader.outputs.connections import Connections
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS lti_used (nonce TEXT PRIMARY KEY, used_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS lti_used_at ON lti_used(used_at);
 CREATE TABLE IF NOT EXISTS lti_sessions (sha256 TEXT PRIMARY KEY, student TEXT NOT NULL, expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS lti_links (
     id INTEGER PRIMARY KEY, issuer TEXT NOT NULL, client_id TEXT NOT NULL, deployment_id TEXT NOT NULL,
@@ -108,22 +109,24 @@ class LtiStore:
         body = f"{platform}.{nonce}.{issued}"
         return f"{body}.{self._mac(body)}", nonce
 
-    def finish(self, state: str) -> tuple[int, str] | None:
-        """The (platform, nonce) of a login this run began, not older than STATE_LIFETIME_S and not
-        finished before (its nonce is kept as used), or None."""
+    def check(self, state: str) -> tuple[int, str] | None:
+        """The (platform, nonce) of a login this run began, not older than STATE_LIFETIME_S, or
+        None; nothing is written (a launch whose token does not check out costs no row)."""
         parts = state.split(".") if isinstance(state, str) and len(state) <= 200 else []
-        if len(parts) != 4 or not parts[0].isdigit() or not parts[2].isdigit():
+        if len(parts) != 4 or not parts[0].isdigit() or not parts[2].isdigit() or not parts[0].isascii() \
+                or not parts[2].isascii():
             return None
-        body = ".".join(parts[:3])
-        if not hmac.compare_digest(parts[3], self._mac(body)):
+        if not hmac.compare_digest(parts[3], self._mac(".".join(parts[:3]))):
             return None
         if not 0 <= time.time() - int(parts[2]) <= STATE_LIFETIME_S:
             return None
+        return int(parts[0]), parts[1]
+
+    def use(self, nonce: str) -> bool:
+        """Keep a checked login's nonce as used; False when it was used before (a replay)."""
         with self.db as db:
             db.execute("DELETE FROM lti_used WHERE used_at < ?", (time.time() - 2 * STATE_LIFETIME_S,))
-            if db.execute("INSERT OR IGNORE INTO lti_used VALUES (?, ?)", (parts[1], time.time())).rowcount != 1:
-                return None
-        return int(parts[0]), parts[1]
+            return db.execute("INSERT OR IGNORE INTO lti_used VALUES (?, ?)", (nonce, time.time())).rowcount == 1
 
     def _mac(self, body: str) -> str:
         digest = hmac.new(self._secret, body.encode(), hashlib.sha256).digest()[:24]
@@ -173,6 +176,12 @@ class LtiStore:
             if changed and before is not None:
                 db.execute("DELETE FROM lti_outbox WHERE link = ?", (found.id,))
         return found, changed
+
+    def bound_to(self, issuer: str, client_id: str, sub: str) -> set[str]:
+        """The students this platform user's launches were linked to before (any course)."""
+        return {row[0] for row in self.db.execute(
+            "SELECT DISTINCT student FROM lti_links WHERE issuer = ? AND client_id = ? AND sub = ?",
+            (issuer, client_id, sub))}
 
     def links(self) -> list[Link]:
         return [_link(r) for r in self.db.execute(f"SELECT {_LINK_COLUMNS} FROM lti_links ORDER BY id")]

@@ -2,10 +2,13 @@
 laptop or a phone to hand in a notebook and read the verdict, built to the service's HTTP API.
 
 Nothing is loaded from elsewhere: the style and the script are inline and carry the response's CSP
-nonce (`content_security_policy` is the header the page is made for). The token arrives once, pasted
-or in the link's fragment (`#token=...`, which never reaches a server's log), and lives in the tab's
+nonce (`content_security_policy` is the header the page is made for). The token arrives once, pasted,
+or in the link's fragment (`#token=...`, which never reaches a server's log), or in the page itself
+when an LMS launch the service vouched for opened it (grader/lti/routes.py), and lives in the tab's
 sessionStorage; it travels only in the Authorization header of the page's own requests (no cookie,
-so no cross-site request can carry it). Every sentence the service or a student wrote is shown with
+so no cross-site request can carry it). A link's token is only offered: the page asks the student
+whether the roster id it signs in is theirs before taking it, since anyone can send a link with
+their own token in it (a classmate's work handed in into their account). Every sentence the service or a student wrote is shown with
 `textContent`; the feedback page is shown in an iframe with `sandbox=""` (nothing in it runs), its
 style let through by the page's nonce, since a srcdoc frame keeps the page's policy.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import html
+import json
 import re
 
 _NONCE = re.compile(r"[A-Za-z0-9+/_=-]{16,128}")
@@ -71,12 +75,23 @@ _SCRIPT = r"""
   }
   const fine = (token) => /^[\x21-\x7e]{1,512}$/.test(token);
 
-  // a link with #token=...: keep it for this tab, take it out of the address bar and the history
+  // a link with #token=...: out of the address bar and the history at once, and only offered (it
+  // is taken once the student says the id it signs in is theirs: anyone can send a link with a token)
+  let offered = null;
   const fragment = new URLSearchParams(location.hash.slice(1));
   if (fragment.has("token")) {
-    const given = (fragment.get("token") || "").trim();
-    if (given) store(given);
+    offered = (fragment.get("token") || "").trim() || null;
     history.replaceState(null, "", location.pathname + location.search);
+  }
+  // an LMS launch the service vouched for: its session is in the page, taken at once; the address
+  // bar shows the page's own address (the launch's answers a POST, which a reload would repeat)
+  const launched = $("launch");
+  if (launched) {
+    try {
+      const token = JSON.parse(launched.textContent).token;
+      if (typeof token === "string" && fine(token)) store(token);
+    } catch (e) { /* no session: the token form is shown */ }
+    history.replaceState(null, "", new URL("..", location.href).pathname);
   }
 
   const api = (path) => new URL("api/" + path, document.baseURI).href;
@@ -98,9 +113,7 @@ _SCRIPT = r"""
       "; try again in a minute.";
   }
 
-  async function call(path, options) {
-    const token = stored();
-    if (!token) throw new Failure("Paste your token first.", 401);
+  async function ask(token, path, options) {  // one request made with `token`: its reply, or a Failure
     let reply;
     try {
       reply = await fetch(api(path), Object.assign({
@@ -110,12 +123,19 @@ _SCRIPT = r"""
     } catch (e) {
       throw new Failure("Could not reach the hand-in service; check your connection and try again.", 0);
     }
-    if (!reply.ok) {
-      const failure = new Failure(await sentence(reply), reply.status, reply.headers.get("Retry-After"));
-      if (reply.status === 401) signOut();
+    if (!reply.ok) throw new Failure(await sentence(reply), reply.status, reply.headers.get("Retry-After"));
+    return reply;
+  }
+
+  async function call(path, options) {  // a request with the tab's token; a refused token signs out
+    const token = stored();
+    if (!token) throw new Failure("Paste your token first.", 401);
+    try {
+      return await ask(token, path, options);
+    } catch (failure) {
+      if (failure.status === 401) signOut();
       throw failure;
     }
-    return reply;
   }
 
   function showFailure(error) {
@@ -300,13 +320,40 @@ _SCRIPT = r"""
     }
   });
 
-  if (stored()) {
-    signIn().then((mine) => {
-      const open = (mine.hand_ins || []).filter((h) => !DONE.has(h.state));
-      if (open.length) return follow(String(open[open.length - 1].id));
-    }).catch(showFailure);
+  function start() {
+    if (stored()) {
+      signIn().then((mine) => {
+        const open = (mine.hand_ins || []).filter((h) => !DONE.has(h.state));
+        if (open.length) return follow(String(open[open.length - 1].id));
+      }).catch(showFailure);
+    } else {
+      signOut();
+    }
+  }
+
+  $("offer-yes").addEventListener("click", () => {
+    $("offer").hidden = true;
+    store(offered);
+    offered = null;
+    start();
+  });
+  $("offer-no").addEventListener("click", () => {
+    $("offer").hidden = true;
+    offered = null;
+    say("error", "The link was not used. Open the assignment from your course, or paste your own token.");
+    start();
+  });
+
+  if (offered) {  // whose is it? asked with the offered token alone; the tab's own stays as it was
+    ask(offered, "hand-ins").then(async (reply) => {
+      const theirs = await reply.json();
+      say("offer-student", theirs.student);
+      say("offer-assignment", theirs.assignment);
+      for (const id of ["token-form", "signed", "hand-in", "history", "progress", "feedback"]) $(id).hidden = true;
+      $("offer").hidden = false;
+    }).catch((error) => { offered = null; showFailure(error); if (!stored()) signOut(); else start(); });
   } else {
-    signOut();
+    start();
   }
 })();
 """
@@ -327,11 +374,16 @@ def _check(nonce: str) -> None:
         raise ValueError("a CSP nonce is 16 to 128 base64 characters (secrets.token_urlsafe(16))")
 
 
-def hand_in_page(*, nonce: str, title: str) -> str:
+def hand_in_page(*, nonce: str, title: str, session: str | None = None) -> str:
     """The page, its inline style and script carrying `nonce` (the one in this response's CSP
-    header); `title` (the assignment's) is escaped."""
+    header); `title` (the assignment's) is escaped. `session`: the token of an LMS launch the
+    service vouched for, which the page takes at once (in a JSON block no markup can end)."""
     _check(nonce)
     shown = html.escape(title)
+    launch = ""
+    if session is not None:
+        data = json.dumps({"token": session}).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        launch = f"<script type='application/json' id='launch' nonce='{nonce}'>{data}</script>"
     return (
         "<!doctype html><html lang='en'><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -345,6 +397,11 @@ def hand_in_page(*, nonce: str, title: str) -> str:
         "<form id='token-form' hidden><label for='token'>Your token (from your course)</label>"
         "<input id='token' type='password' autocomplete='off' spellcheck='false' maxlength='512'>"
         "<button>Use this token</button></form>"
+        "<section id='offer' hidden><p>This link signs you in to hand in <span id='offer-assignment'></span> as "
+        "<b id='offer-student'></b>. Is that your student id?</p><button id='offer-yes' type='button'>Yes, that is "
+        "me</button> <button id='offer-no' type='button' class='plain'>No, it is not</button>"
+        "<p class='who'>If it is not yours, someone sent you a link to hand in into their account: say no.</p>"
+        "</section>"
         "<p id='signed' class='who' hidden>Handing in <span id='assignment'></span> as "
         "<b id='student'></b> · <button id='forget' type='button' class='plain'>use another token</button></p>"
         "<form id='hand-in' hidden><label for='file'>Your notebook or module</label>"
@@ -355,5 +412,5 @@ def hand_in_page(*, nonce: str, title: str) -> str:
         "<p id='score' class='score' hidden></p><p id='message'></p></section>"
         "<iframe id='feedback' sandbox='' title='feedback on your hand-in' hidden></iframe>"
         "<section id='history' hidden><h2>Your hand-ins</h2><ol id='hand-ins'></ol></section>"
-        f"<script nonce='{nonce}'>{_SCRIPT}</script></html>\n"
+        f"{launch}<script nonce='{nonce}'>{_SCRIPT}</script></html>\n"
     )
