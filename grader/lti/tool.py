@@ -2,9 +2,9 @@
 
 `LtiTool` holds the registrations, the tool's key, the platforms' keys, the LTI tables, the AGS
 client and the outbox's thread; the routes (grader/lti/routes.py) and the service's publisher
-(which calls `grades_changed` after each rebuild of the outputs) use it. Its `base_url` is the
-address platforms and students reach the service at: the first `--origin`, else the address a
-request came to (a loopback service, in the tests and on a laptop).
+(which calls `grades_changed` after each rebuild of the outputs) use it. The address platforms and
+students reach the service at is its `origin`, the first `--origin`, else the address a request
+came to (a loopback service, in the tests and on a laptop).
 """
 
 from __future__ import annotations
