@@ -239,6 +239,25 @@ def test_a_grade_the_platform_refuses_is_kept_with_its_words_for_the_instructor(
     assert staff.status_code == 200
     assert "refused: 1" in staff.text and "s200" in staff.text and "not a student" in staff.text
     assert len(posts(course.platform, "/scores")) == 1  # refused for good: not retried
+    [notice] = course.tool.notices()  # the class page's line, at the next rebuild
+    assert notice.startswith("the LMS refused 1 grade(s) of 1 student(s)")
+
+
+def test_the_class_page_says_what_the_lms_refused(tmp_path: Path, monkeypatch) -> None:
+    """The instructor's main view: a rebuild by the service puts the LTI side's line under the class
+    page's title, as text."""
+    from test_batch_life import OPTIONS, Fake, a_class
+
+    from grader.batch.run import grade_many
+    from grader.outputs.names import OutputFolder
+    from grader.serve.publish import publish
+
+    monkeypatch.setattr("grader.batch.run.executor_for", lambda jobs, scheduler: Fake())
+    out = tmp_path / "out"
+    grade_many([a_class(tmp_path / "subs", "alice")], out, OPTIONS)
+    publish(out, set(), ["the LMS refused 2 grade(s) of 1 student(s): <b>open</b> it as an instructor"])
+    page = OutputFolder(out).class_page.read_text(encoding="utf-8")
+    assert "the LMS refused 2 grade(s) of 1 student(s): &lt;b&gt;open&lt;/b&gt;" in page
 
 
 def test_without_a_line_item_the_tool_finds_or_makes_its_own_once(course: Course) -> None:

@@ -111,6 +111,16 @@ def failures(store: LtiStore, issuer: str, client_id: str, context_id: str) -> l
                             (issuer, client_id, context_id)).fetchall()
 
 
+def refused_notice(store: LtiStore) -> list[str]:
+    """The class page's line about grades the LMS refused (none: no line)."""
+    row = store.db.execute("SELECT count(*), count(DISTINCT l.student) FROM lti_outbox o JOIN lti_links l"
+                           " ON l.id = o.link WHERE o.state = 'failed'").fetchone()
+    if not row or not row[0]:
+        return []
+    return [f"the LMS refused {row[0]} grade(s) of {row[1]} student(s): open the assignment from the LMS as an "
+            "instructor to read what it said (they are sent again when a grade changes)"]
+
+
 def wait_after(attempts: int, asked: float | None, first: float = FIRST_WAIT_S) -> float:
     """The wait before try `attempts + 2`: doubling from `first`, or what the platform asked when longer."""
     doubling = min(MAX_WAIT_S, first * 2 ** min(attempts, 30))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.lti.ags import AgsClient
 from grader.lti.keys import ToolKey, tool_key
-from grader.lti.outbox import FIRST_WAIT_S, Poster, owe
+from grader.lti.outbox import FIRST_WAIT_S, Poster, owe, refused_notice
 from grader.lti.platform_keys import PlatformKeys
 from grader.lti.registration import Registrations, read_registrations
 from grader.lti.store import LtiStore
@@ -52,6 +52,10 @@ class LtiTool:
         """The outputs were rebuilt with these final reports: owe each linked student their grade."""
         if owe(self.store, reports):
             self.poster.wake()
+
+    def notices(self) -> list[str]:
+        """The class page's lines from the LTI side: grades the LMS refused."""
+        return refused_notice(self.store)
 
     def session_student(self, token: str) -> str | None:
         """The student of a launch's session token, while they are on the roster."""

@@ -14,7 +14,7 @@ whether every submission has been regraded on them since.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -126,9 +126,10 @@ def _delete_removed(stage: Staging, gradebook: Gradebook, reports: dict[str, Rep
 
 
 def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
-            changed: set[str] = frozenset()) -> Rebuilt:
+            changed: set[str] = frozenset(), notices: Sequence[str] = ()) -> Rebuilt:
     """Write every output into `stage`; `changed` are the students graded again just now
-    (their feedback page is rebuilt even when their report reads the same)."""
+    (their feedback page is rebuilt even when their report reads the same); `notices`, more lines
+    for the class page from whoever rebuilds (the hand-in service: grades the LMS refused)."""
     from grader.outputs.classreport import write_class_report
     from grader.outputs.exports import write_gradescope, write_summary_csv
     from grader.term.reference_programs import cached_for
@@ -148,7 +149,7 @@ def rebuild(stage: Staging, gradebook: Gradebook, settings: ExportSettings,
     write_summary_csv(reports, stage.path(SUMMARY_CSV))
     write_class_report(reports, stage.root, report_file=report_file_name, groups=groups,
                        feedback_file=feedback_file_name, reference=reference)
-    _with_notices(stage.path(CLASS_PAGE), batch_notices(gradebook))
+    _with_notices(stage.path(CLASS_PAGE), [*batch_notices(gradebook), *notices])
     _delete_removed(stage, gradebook, reports)
     rebuilt = Rebuilt(reports=reports)
     kept = gradebook.export_settings()  # what the last good rebuild used

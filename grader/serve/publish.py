@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,8 @@ class Publisher:
         self.interval = interval
         self.published: Callable[[dict[str, Report]], None] | None = None
         """Told each rebuild's final reports (the LTI outbox owes them to the LMS: grader/lti/outbox.py)."""
+        self.notices: Callable[[], list[str]] | None = None
+        """More lines for the class page at each rebuild (the grades the LMS refused)."""
         self._changed: set[str] = set()
         self._dirty = False
         self._cond = threading.Condition()
@@ -89,7 +91,7 @@ class Publisher:
                 return
             changed, self._changed, self._dirty = self._changed, set(), False
         try:
-            reports = publish(self.out_dir, changed)
+            reports = publish(self.out_dir, changed, self.notices() if self.notices is not None else [])
         except Exception as exc:  # noqa: BLE001 - the outputs lag; the gradebook has every result
             self._again(changed, f"the outputs in {terminal(self.out_dir)} could not be rebuilt", exc)
             return
@@ -108,7 +110,7 @@ class Publisher:
               file=sys.stderr)
 
 
-def publish(out_dir: Path, changed: set[str]) -> dict[str, Report]:
+def publish(out_dir: Path, changed: set[str], notices: Sequence[str] = ()) -> dict[str, Report]:
     """Rebuild every output of OUT from its live gradebook, in one commit of the staging folder;
     the final reports (the grades after the late policy and adjustments)."""
     from grader.outputs.gradebook import Gradebook
@@ -119,7 +121,7 @@ def publish(out_dir: Path, changed: set[str]) -> dict[str, Report]:
     stage = Staging(out_dir)
     try:
         with Gradebook(OutputFolder(out_dir).gradebook) as book:
-            rebuilt = rebuild(stage, book, book.export_settings(), changed)
+            rebuilt = rebuild(stage, book, book.export_settings(), changed, notices)
     except BaseException:
         stage.abort()
         raise

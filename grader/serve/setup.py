@@ -108,6 +108,7 @@ def prepare(out_dir: Path, assignment: str, roster_file: Path, *, sandboxed: boo
         tool = lti_tool(lti, out_dir, path, roster=roster, assignment=spec.id, title=spec.title,
                         max_score=spec.max_score, origin=origin)
         publisher.published = tool.grades_changed
+        publisher.notices = tool.notices
         publisher.changed()  # grades owed since the last run (an adjustment, a removal) reach the outbox
     serving = Serving(out_dir=out_dir, assignment=spec.id, assignment_folder=folder, jobs=jobs, tokens=tokens,
                       service=service, publisher=publisher, rate=RateLimit(per_minute=per_minute, burst=burst),
