@@ -33,6 +33,13 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealService]:
         yield running
 
 
+def yes(browser: Browser) -> None:
+    """Say "Yes, that is me" to a link's offer, as a person does: once the button answers (it waits a
+    moment, so that a click aimed at something else, the instant it appears, says nothing)."""
+    browser.wait_for("!document.getElementById('offer-yes').disabled")
+    browser.evaluate("document.getElementById('offer-yes').click()")
+
+
 def _no_sideways_scrolling(browser: Browser) -> None:
     layout = browser.evaluate("({inner: innerWidth, wide: document.documentElement.scrollWidth})")
     assert layout == {"inner": 375, "wide": 375}, layout
@@ -49,7 +56,7 @@ def test_hand_in_from_a_phone_and_read_the_feedback(service: RealService, tmp_pa
         assert browser.wait_for(_shown("offer-student")) == "alice"
         assert browser.evaluate("location.href") == f"{service.url}/"  # the token left the address bar
         assert browser.evaluate("sessionStorage.length") == 0 and browser.evaluate(f"!({SIGNED_IN})")
-        browser.evaluate("document.getElementById('offer-yes').click()")
+        yes(browser)
         browser.wait_for(SIGNED_IN)
         assert browser.evaluate("sessionStorage.getItem('grade-hand-in-token')") == token
         assert browser.evaluate("document.getElementById('student').textContent") == "alice"
@@ -82,7 +89,7 @@ def test_a_link_with_someone_else_s_token_is_not_taken_when_the_student_says_no(
     with Browser(width=375) as browser:
         browser.open(f"{service.url}/#token={mine}")
         browser.wait_for(_shown("offer-student"))
-        browser.evaluate("document.getElementById('offer-yes').click()")
+        yes(browser)
         browser.wait_for(SIGNED_IN)
         browser.open("about:blank")  # the link opened anew in this tab (a fragment alone does not load the page)
         browser.open(f"{service.url}/#token={theirs}")
@@ -91,6 +98,18 @@ def test_a_link_with_someone_else_s_token_is_not_taken_when_the_student_says_no(
         browser.wait_for(SIGNED_IN)
         assert browser.evaluate("document.getElementById('student').textContent") == "alice"
         assert browser.evaluate("sessionStorage.getItem('grade-hand-in-token')") == mine
+
+
+def test_a_yes_the_instant_the_offer_appears_and_a_link_without_a_token_take_nothing(service: RealService) -> None:
+    with Browser(width=375) as browser:
+        browser.open(f"{service.url}/#token={service.tokens['bob']}")
+        browser.wait_for(_shown("offer-student"))
+        browser.evaluate("document.getElementById('offer-yes').disabled = false;"
+                         " document.getElementById('offer-yes').click()")  # a click that lands at once
+        assert browser.evaluate("sessionStorage.length") == 0 and browser.evaluate(_shown("offer-student"))
+        browser.open("about:blank")
+        browser.open(f"{service.url}/#token=%E2%9C%93not-a-token")
+        assert "no usable token" in browser.wait_for(_shown("error"))
 
 
 def test_a_wrong_token_shows_the_service_s_sentence_then_the_right_one_is_pasted(service: RealService) -> None:

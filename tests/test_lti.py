@@ -64,18 +64,20 @@ def until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> 
 LAUNCHED = re.compile(r"<script type='application/json' id='launch' nonce='[^']+'>(.*?)</script>")
 
 
-def session_token(answer: httpx.Response) -> str:
-    """The hand-in token a student's launch signs them in with: in the hand-in page it answers with
-    (a launch its browser's cookie or the LMS's page vouched for), else offered in the fragment of
-    a redirect to the page, which asks the student first."""
-    if answer.status_code == 303:
-        location = answer.headers["location"]
-        assert location.startswith("../#token=gs_"), location
-        return unquote(location.split("=", 1)[1])
+def launched(answer: httpx.Response) -> dict:
+    """What a student's launch answers the page with: its session (`token`) and whether the page only
+    offers it (`offer`: nothing vouched for the launch, so the page asks the student first)."""
     assert answer.status_code == 200, answer.text
     found = LAUNCHED.search(answer.text)
     assert found, answer.text[:500]
-    return json.loads(found.group(1))["token"]
+    return json.loads(found.group(1))
+
+
+def session_token(answer: httpx.Response) -> str:
+    """The hand-in token a student's launch signs them in with, their browser's login cookie vouching."""
+    given = launched(answer)
+    assert not given["offer"], "the launch was only offered"
+    return given["token"]
 
 
 def report(student: str, score: float, final: float | None = None) -> Report:
@@ -297,8 +299,7 @@ def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None
     with browser(course) as http:  # a browser with no login's cookie
         # replayed: the same id_token and state posted again (no cookie, no Origin: the student confirms)
         action, fields = course.launch_form(http, "u-ada")
-        first = http.post(action, data=fields)
-        assert first.status_code == 303 and first.headers["location"].startswith("../#token=")  # offered
+        assert launched(http.post(action, data=fields))["offer"]  # no cookie vouches: only offered
         again = http.post(action, data=fields)
         assert again.status_code == 400 and "already used" in again.text
         # posted by another site's page
@@ -320,8 +321,7 @@ def test_launches_the_tool_must_not_take(course: Course, tmp_path: Path) -> None
         cookies = "; ".join(f"{n}={v}" for login in logins for n, v in login.cookies.items())
         for login in logins:
             form = _auto_post_form(httpx.get(login.headers["location"], timeout=30, trust_env=False).text)
-            launched = http.post(form[0], data=form[1], headers={"Cookie": cookies})
-            assert launched.status_code == 200 and LAUNCHED.search(launched.text)  # vouched: signed in
+            assert not launched(http.post(form[0], data=form[1], headers={"Cookie": cookies}))["offer"]
         # a login from an issuer the service does not know
         stranger = http.get("/lti/login", params={"iss": "https://lms.elsewhere", "login_hint": "x"})
         assert stranger.status_code == 400 and "not one the course" in stranger.text
@@ -409,24 +409,23 @@ def test_a_session_ends_with_the_roster_and_a_login_writes_nothing(course: Cours
 # ------------------------------------------------------------------ what an attack on the tool found
 
 
-@pytest.mark.parametrize("origin", ["null", None])
-def test_a_launch_nothing_vouches_for_is_only_offered_to_the_page(course: Course, origin: str | None) -> None:
-    """A student begins a launch of their own, keeps the platform's form and has a page of theirs
-    post it from a classmate's browser (Origin null from a sandboxed frame, or none): signed in at
-    once, the classmate would hand in into the other's account. Without the browser's state cookie
-    or the LMS's page behind it, the session is only offered in a link's fragment, which the page
-    takes once the student says the roster id is theirs (tests/test_hand_in_page.py)."""
+@pytest.mark.parametrize("origin", ["null", None, "platform"])
+def test_a_launch_its_browser_s_cookie_does_not_vouch_for_is_only_offered(course: Course, origin: str | None) -> None:
+    """A student begins a launch of their own, keeps the platform's form and has a page post it
+    from a classmate's browser (Origin null from a sandboxed frame, none, or a page on the LMS's own
+    origin, which any teacher there may publish): signed in at once, the classmate would hand in
+    into the other's account. Only the browser's own login cookie vouches for a launch; without it
+    the page holds the session as an offer, taken once the student says the roster id is theirs
+    (tests/test_hand_in_page.py)."""
+    sent = {"platform": course.platform.base_url}.get(origin or "", origin)
     with browser(course) as attacker:
         action, fields = course.launch_form(attacker, "u-ada")
     with browser(course) as victim:
-        answer = victim.post(action, data=fields, headers={"Origin": origin} if origin else {})
-    assert answer.status_code == 303 and answer.headers["location"].startswith("../#token=gs_")
-    assert "launch" not in answer.text
-    with browser(course) as http:  # a launch the LMS's page posts (its Origin) signs in at once
-        action, fields = course.launch_form(http, "u-ada")
-        signed = http.post(action, data=fields, headers={"Origin": course.platform.base_url})
-        assert signed.status_code == 200 and LAUNCHED.search(signed.text)
-        assert "frame-ancestors " + course.platform.base_url in signed.headers["content-security-policy"]
+        answer = victim.post(action, data=fields, headers={"Origin": sent} if sent else {})
+    assert launched(answer)["offer"] and "location" not in answer.headers
+    assert "frame-ancestors " + course.platform.base_url in answer.headers["content-security-policy"]
+    with browser(course) as http:  # the browser that began the login carries its cookie: signed in at once
+        assert session_token(course.launch(http, "u-ada"))
 
 
 def test_launches_of_another_course_of_the_platform_and_observers_get_nothing(tmp_path: Path,
@@ -612,7 +611,7 @@ def test_forged_launches_write_nothing_and_a_planted_cookie_vouches_for_nothing(
         action, fields = course.launch_form(mallory, "u-bo")
         planted = "lti_state_" + hashlib.sha256(fields["state"].encode()).hexdigest()[:16]
         answer = victim.post(action, data=fields, headers={"Origin": "null", "Cookie": f"{planted}=1"})
-    assert answer.status_code == 303 and answer.headers["location"].startswith("../#token=")  # only offered
+    assert launched(answer)["offer"]  # only offered
 
 
 def test_a_platform_user_id_is_no_roster_id_unless_the_registration_says_so(course: Course) -> None:

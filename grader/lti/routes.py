@@ -12,10 +12,10 @@ answers with the hand-in page holding it: the student hands in as with a token o
 cookie authenticates anything. Against a launch begun by someone else and posted from their page
 in the student's browser (a login cross-site request, which would have the student hand in into
 the other's account): a launch posted by a page of another site (its Origin) is refused; a browser
-carrying a login's state cookie must carry this launch's; and a launch that neither its state
-cookie nor the LMS's page vouches for (cookies blocked in the LMS's frame, and an Origin of `null`
-or none) is redirected to the page with the session in the fragment (`#token=`), which, as for
-any link with a token, asks the student whether the roster id it signs in is theirs first.
+carrying a login's state cookie must carry this launch's; and only that cookie vouches for a
+launch: without it (cookies blocked in the LMS's frame; a page on the LMS's own origin, which any
+teacher there may publish, posting someone's launch) the page holds the session only as an offer,
+and asks the student whether the roster id it signs in is theirs first, as for any link.
 """
 
 from __future__ import annotations
@@ -99,15 +99,14 @@ def _cookie(state: str) -> str:
     return STATE_COOKIE + hashlib.sha256(state.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _origin_is(request: Request, tool: LtiTool) -> str:
-    """Who posted the launch, by its Origin: "platform" (a registered LMS's page, or ours),
-    "unknown" (none, or `null`: a sandboxed page, a redirect chain), or "foreign" (another site)."""
+def _foreign(request: Request, tool: LtiTool) -> bool:
+    """Whether a page of another site posted the launch (its Origin is neither a registered LMS's
+    nor ours; none, or `null`, says nothing)."""
     origin = request.headers.get("origin")
     if origin is None or origin.strip() == "null":
-        return "unknown"
+        return False
     given = origin_of(origin)
-    mine = given is not None and (given in tool.frame_origins() or given == origin_of(_base(request, tool)))
-    return "platform" if mine else "foreign"
+    return given is None or (given not in tool.frame_origins() and given != origin_of(_base(request, tool)))
 
 
 async def launch(request: Request) -> Response:
@@ -115,18 +114,17 @@ async def launch(request: Request) -> Response:
     try:
         params = await _params(request)
         state = params.get("state", "")
-        posted_by = _origin_is(request, tool)
-        if posted_by == "foreign":
+        if _foreign(request, tool):
             raise LaunchRefused("this launch was sent by a page that is not your LMS's: open the assignment "
                                 "from your course in the LMS")
         mine = _cookie(state) in request.cookies
         if not mine and any(name.startswith(STATE_COOKIE) for name in request.cookies):
             raise LaunchRefused("this launch was begun in another browser: open the assignment from your course "
                                 "in the LMS again")
-        # neither this browser's state cookie nor the LMS's page vouches for it: it may be another
-        # person's launch posted from a page of theirs (a login cross-site request), so the student
-        # confirms who they are signing in as before the session is theirs
-        vouched = mine or posted_by == "platform"
+        # only this browser's own login cookie vouches for a launch: without it, it may be another
+        # person's launch posted by a page of theirs (a login cross-site request; a page on the LMS's
+        # own origin too, which any teacher there can publish), so the student is asked first
+        vouched = mine
         checked = await run_in_threadpool(verify_launch, params.get("id_token", ""), state, tool.registrations,
                                           tool.store, tool.platform_keys)
     except LaunchRefused as exc:
@@ -169,10 +167,8 @@ async def launch(request: Request) -> Response:
     token, linked = await run_in_threadpool(sign_in)
     if linked:  # the grade they have is owed to this new link: the next rebuild's grades are sent
         request.app.state.serving.publisher.changed(student)
-    if not vouched:  # the page offers the link's session, taken once the student says the id is theirs
-        return RedirectResponse(f"../#token={token}", status_code=303, headers={"Cache-Control": "no-store"})
-    nonce = secrets.token_urlsafe(16)
-    answer = HTMLResponse(hand_in_page(nonce=nonce, title=tool.assignment, session=token), headers={
+    nonce = secrets.token_urlsafe(16)  # not vouched for: the page offers the session, and asks first
+    answer = HTMLResponse(hand_in_page(nonce=nonce, title=tool.assignment, session=token, offer=not vouched), headers={
         "Content-Security-Policy": content_security_policy(nonce, tool.frame_origins()), "Cache-Control": "no-store"})
     answer.delete_cookie(_cookie(state), path="/", secure=True, httponly=True, samesite="none")
     return answer

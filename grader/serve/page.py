@@ -52,6 +52,7 @@ _SCRIPT = r"""
   const NONCE = document.currentScript.nonce;
   const KEY = "grade-hand-in-token";
   const LONGEST = 1000;  // characters of any sentence shown
+  const OFFER_WAIT_MS = 700;  // how long "Yes, that is me" waits before it answers
   const DONE = new Set(["graded", "not_graded", "superseded"]);
   let memory = null;  // the token, when the browser keeps no sessionStorage
   let following = null;  // the id of the hand-in whose progress is shown
@@ -83,13 +84,16 @@ _SCRIPT = r"""
     offered = (fragment.get("token") || "").trim() || null;
     history.replaceState(null, "", location.pathname + location.search);
   }
-  // an LMS launch the service vouched for: its session is in the page, taken at once; the address
-  // bar shows the page's own address (the launch's answers a POST, which a reload would repeat)
+  // an LMS launch: its session is in the page, and the address bar shows the page's own address
+  // (the launch answered a POST, which a reload would repeat); a launch the service vouched for
+  // (its session's cookie vouched for it); one nothing vouched for offers its session, as a link does
   const launched = $("launch");
   if (launched) {
     try {
-      const token = JSON.parse(launched.textContent).token;
-      if (typeof token === "string" && fine(token)) store(token);
+      const given = JSON.parse(launched.textContent);
+      if (typeof given.token === "string" && fine(given.token)) {
+        if (given.offer) offered = given.token; else store(given.token);
+      }
     } catch (e) { /* no session: the token form is shown */ }
     history.replaceState(null, "", new URL("..", location.href).pathname);
   }
@@ -331,7 +335,9 @@ _SCRIPT = r"""
     }
   }
 
-  $("offer-yes").addEventListener("click", () => {
+  let offeredAt = 0;  // when the offer was shown: a click that lands at once was aimed at something else
+  $("offer-yes").addEventListener("click", (event) => {
+    if (event.timeStamp - offeredAt < OFFER_WAIT_MS || document.visibilityState !== "visible") return;
     $("offer").hidden = true;
     store(offered);
     offered = null;
@@ -344,6 +350,10 @@ _SCRIPT = r"""
     start();
   });
 
+  if (offered && !fine(offered)) {
+    offered = null;
+    say("error", "This link holds no usable token: open the assignment from your course, or paste your token.");
+  }
   if (offered) {  // whose is it? asked with the offered token alone; the tab's own stays as it was
     ask(offered, "hand-ins").then(async (reply) => {
       const theirs = await reply.json();
@@ -351,6 +361,9 @@ _SCRIPT = r"""
       say("offer-assignment", theirs.assignment);
       for (const id of ["token-form", "signed", "hand-in", "history", "progress", "feedback"]) $(id).hidden = true;
       $("offer").hidden = false;
+      offeredAt = performance.now();  // Yes answers only after a moment (a double click aimed elsewhere)
+      $("offer-yes").disabled = true;
+      setTimeout(() => { $("offer-yes").disabled = false; }, OFFER_WAIT_MS);
     }).catch((error) => { offered = null; showFailure(error); if (!stored()) signOut(); else start(); });
   } else {
     start();
@@ -374,15 +387,16 @@ def _check(nonce: str) -> None:
         raise ValueError("a CSP nonce is 16 to 128 base64 characters (secrets.token_urlsafe(16))")
 
 
-def hand_in_page(*, nonce: str, title: str, session: str | None = None) -> str:
+def hand_in_page(*, nonce: str, title: str, session: str | None = None, offer: bool = False) -> str:
     """The page, its inline style and script carrying `nonce` (the one in this response's CSP
-    header); `title` (the assignment's) is escaped. `session`: the token of an LMS launch the
-    service vouched for, which the page takes at once (in a JSON block no markup can end)."""
+    header); `title` (the assignment's) is escaped. `session`: the token of an LMS launch (in a JSON
+    block no markup can end), taken at once, or with `offer` only once the student says the id it
+    signs in is theirs (a launch nothing vouched for)."""
     _check(nonce)
     shown = html.escape(title)
     launch = ""
     if session is not None:
-        data = json.dumps({"token": session}).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        data = json.dumps({"token": session, "offer": offer}).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         launch = f"<script type='application/json' id='launch' nonce='{nonce}'>{data}</script>"
     return (
         "<!doctype html><html lang='en'><meta charset='utf-8'>"
