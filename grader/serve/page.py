@@ -4,22 +4,22 @@ laptop or a phone to hand in a notebook and read the verdict, built to the servi
 Nothing is loaded from elsewhere: the style and the script are inline and carry the response's CSP
 nonce (`content_security_policy` is the header the page is made for). The token arrives once, pasted,
 or in the link's fragment (`#token=...`, which never reaches a server's log), or in the page itself
-when an LMS launch the service vouched for opened it (grader/lti/routes.py), and lives in the tab's
+when an LMS launch opened it (grader/lti/routes.py), and lives in the tab's
 sessionStorage; it travels only in the Authorization header of the page's own requests (no cookie,
 so no cross-site request can carry it). A link's token is only offered: the page asks the student
 whether the roster id it signs in is theirs before taking it, since anyone can send a link with
-their own token in it (a classmate's work handed in into their account). Every sentence the service or a student wrote is shown with
+their own token in it (a classmate's work handed in into their account); so is the session of a
+launch no login cookie vouched for. Every sentence the service or a student wrote is shown with
 `textContent`; the feedback page is shown in an iframe with `sandbox=""` (nothing in it runs), its
 style let through by the page's nonce, since a srcdoc frame keeps the page's policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import html
 import json
 import re
+from collections.abc import Sequence
 
 _NONCE = re.compile(r"[A-Za-z0-9+/_=-]{16,128}")
 
@@ -84,9 +84,9 @@ _SCRIPT = r"""
     offered = (fragment.get("token") || "").trim() || null;
     history.replaceState(null, "", location.pathname + location.search);
   }
-  // an LMS launch: its session is in the page, and the address bar shows the page's own address
-  // (the launch answered a POST, which a reload would repeat); a launch the service vouched for
-  // (its session's cookie vouched for it); one nothing vouched for offers its session, as a link does
+  // an LMS launch: its session is in the page, taken at once when the browser's login cookie vouched
+  // for the launch, else only offered, as a link's; the address bar shows the page's own address
+  // (the launch answered a POST, which a reload would repeat)
   const launched = $("launch");
   if (launched) {
     try {
@@ -396,7 +396,8 @@ def hand_in_page(*, nonce: str, title: str, session: str | None = None, offer: b
     shown = html.escape(title)
     launch = ""
     if session is not None:
-        data = json.dumps({"token": session, "offer": offer}).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        data = json.dumps({"token": session, "offer": offer})
+        data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         launch = f"<script type='application/json' id='launch' nonce='{nonce}'>{data}</script>"
     return (
         "<!doctype html><html lang='en'><meta charset='utf-8'>"
