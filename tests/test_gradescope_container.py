@@ -116,7 +116,6 @@ def test_a_hostile_submission_is_graded_in_the_layers_the_container_allows(conta
     assert (marks / "ran").read_text() == "65534", log  # the student's code ran, unprivileged
     assert sorted(p.name for p in marks.iterdir() if p.name.startswith(("read-", "wrote-", "daemon-wrote", "network-"))) == []
     assert run_autograder.read_bytes() == script_before
-    assert "stopped" in log and "before writing results.json" in log  # the daemon, by the grader
     results = documented(root / "results" / "results.json")
     tests = results.tests or []
     assert results.score == sum(t.max_score for t in tests) == 100, results.output
@@ -125,4 +124,10 @@ def test_a_hostile_submission_is_graded_in_the_layers_the_container_allows(conta
     for layer in ("namespaces", "cgroups", "scratch"):
         assert f"{layer}: " in output
     alive = (marks / "daemon-alive").read_text() if (marks / "daemon-alive").exists() else None
-    assert alive is not None  # the daemon did run until the grader stopped it
+    assert alive is not None  # the daemon did run
+    # and was stopped before results.json was written: the property the grader's last sweep ("stopped N
+    # process(es) ... before writing results.json") is there for; whether that sweep or an earlier
+    # cleanup of the grading's processes catches it varies from run to run (a fresh clone's run saw
+    # no sweep line once), so the test reads the daemon's own last sign of life against the file
+    assert float(alive) <= (root / "results" / "results.json").stat().st_mtime, log
+    assert "stopped" not in log or "before writing results.json" in log
