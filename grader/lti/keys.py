@@ -35,7 +35,7 @@ class ToolKey:
     def __init__(self, private: rsa.RSAPrivateKey):
         self._private = private
         public = RSAAlgorithm.to_jwk(private.public_key(), as_dict=True)
-        self.kid = jwt.PyJWK(public, ALGORITHM).key_id or _thumbprint(public)
+        self.kid = _thumbprint(public)
         self.jwk = {**public, "kid": self.kid, "alg": ALGORITHM, "use": "sig"}
 
     def jwks(self) -> dict[str, Any]:

@@ -64,10 +64,10 @@ def owe(store: LtiStore, reports: dict[str, Report]) -> int:
     """Record the grade each linked student is owed now; how many rows changed."""
     changed = 0
     with store.db as db:
+        rows = {r[0]: r[1:] for r in db.execute("SELECT link, score, max_score, timestamp FROM lti_outbox")}
         for link in store.links():
             report = reports.get(link.student)
-            row = db.execute("SELECT score, max_score, timestamp FROM lti_outbox WHERE link = ?",
-                             (link.id,)).fetchone()
+            row = rows.get(link.id)
             if report is not None:
                 wanted = (round(report.final, 4), report.max_score)
             elif row is not None and row[0] is not None:
