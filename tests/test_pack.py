@@ -49,13 +49,18 @@ def scan_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+STUDENT_UNSET = ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+"""What a student's environment does not have of this test run's: the repository's paths, and the
+bytecode switch (the venv's packages are installed with --no-compile, so with it set every process
+there would compile JAX and IPython from source again, 3-5 s each, where a student's pip compiles once)."""
+
+
 def _fresh_venv(where: Path) -> tuple[Path, dict[str, str]]:
     """A fresh venv, outside this repository, with nothing installed; and the environment to run
     it in (none of this checkout's)."""
     venv = where / "student"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    kept = ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")
-    return venv, {k: v for k, v in os.environ.items() if k not in kept}
+    return venv, {k: v for k, v in os.environ.items() if k not in STUDENT_UNSET}
 
 
 def _pip_install(venv: Path, env: dict[str, str], *what: str) -> None:
@@ -298,10 +303,10 @@ def _execute_in_the_student_s_kernel(notebook: object, venv: Path, tmp_path: Pat
             "display_name": "student", "language": "python"}))
     # the kernel inherits this process's environment: a student's has neither the instructor's
     # assignments folder nor this repository on its path (another test of this worker may set them)
-    kept = {name: os.environ.get(name) for name in ("JUPYTER_PATH", "GRADER_ASSIGNMENTS", "PYTHONPATH")}
+    kept = {name: os.environ.get(name) for name in ("JUPYTER_PATH", *STUDENT_UNSET)}
     os.environ["JUPYTER_PATH"] = str(tmp_path / "jupyter")
-    os.environ.pop("GRADER_ASSIGNMENTS", None)
-    os.environ.pop("PYTHONPATH", None)
+    for name in STUDENT_UNSET:
+        os.environ.pop(name, None)
     try:
         NotebookClient(notebook, kernel_name="student", timeout=300,
                        resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -561,8 +566,7 @@ def _launcher_venv(where: Path, *wheels: Path) -> tuple[Path, dict[str, str]]:
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
     (Path(purelib) / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    kept = ("PYTHONPATH", "GRADER_ASSIGNMENTS", "VIRTUAL_ENV")
-    env = {k: v for k, v in os.environ.items() if k not in kept}
+    env = {k: v for k, v in os.environ.items() if k not in STUDENT_UNSET}
     for wheel in wheels:  # one at a time, as students get them
         pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps"]
         done = subprocess.run([*pip, "--no-compile", str(wheel)], capture_output=True, text=True, env=env)
