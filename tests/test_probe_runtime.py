@@ -82,6 +82,75 @@ def test_decoding_arrays_after_a_cache_clear_compiles_nothing_and_gives_what_jnp
         np.testing.assert_array_equal(np.asarray(value), np.asarray(expected))
 
 
+KEPT_LOADED = r"""
+import json, sys
+import jax, numpy as np
+from jax._src import compilation_cache, compiler
+from grader.kernel.inside import runtime
+
+runtime.keep_compiled(sys.argv[1])
+xla, counted, read, printed = [], [], [], []
+real_compile, real_read = compiler.backend_compile_and_load, compilation_cache.get_executable_and_time
+compiler.backend_compile_and_load = lambda backend, module, *a, **k: (
+    xla.append(str(module.operation.attributes["sym_name"])), real_compile(backend, module, *a, **k))[1]
+
+
+def read_from_the_folder(*args, **kwargs):
+    found = real_read(*args, **kwargs)
+    if found[0] is not None:
+        read.append(1)
+    return found
+
+
+compilation_cache.get_executable_and_time = read_from_the_folder
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **k: counted.append(k.get("fun_name")) if event == runtime._COMPILE_EVENT else None)
+
+
+def twice_plus_one(x):
+    return x * 2 + 1
+
+
+f = jax.jit(twice_plus_one)
+values = [float(np.asarray(f(np.ones(3, np.float32))).sum())]
+jax.clear_caches()
+values.append(float(np.asarray(f(np.ones(3, np.float32))).sum()))
+plain = [len([m for m in xla if "twice_plus_one" in m]), len([c for c in counted if "twice_plus_one" in str(c)]),
+         len(read)]
+traces = []
+
+
+def g(x):
+    traces.append(1)
+    jax.debug.callback(lambda v, trace=len(traces): printed.append((trace, float(v))), x.sum())
+    return x
+
+
+jax.jit(g)(np.ones(2, np.float32)).block_until_ready()
+jax.effects_barrier()
+jax.clear_caches()
+jax.jit(g)(np.full(2, 2.0, np.float32)).block_until_ready()
+jax.effects_barrier()
+print(json.dumps({"plain": plain, "values": values, "printed": printed}))
+"""
+
+
+def test_a_program_compiled_again_after_a_cache_clear_is_the_one_kept_loaded(tmp_path, repo_root) -> None:
+    """In a process of its own (the probe sets JAX's configuration): after a cache clear the
+    program is traced again and its compile counted (what a compile count observes), but XLA
+    compiles it once; a program with a host callback is never taken from memory, so the callback
+    of its own trace runs."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", KEPT_LOADED, str(tmp_path / "compiled")], capture_output=True,
+                          text=True, cwd=repo_root, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["plain"] == [1, 2, 0] and seen["values"] == [9.0, 9.0]  # XLA's compiles, counted, loaded from the folder
+    assert seen["printed"] == [[1, 2.0], [2, 4.0]]  # each call ran the callback of its own trace
+
+
 @pytest.mark.parametrize("dtype", ["float64", "int32", "int64", "bool"])
 def test_numpy_arrays_keep_their_dtype(dtype) -> None:
     x = np.array([[1, 0], [0, 1]], dtype=dtype)
