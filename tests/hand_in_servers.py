@@ -11,6 +11,7 @@ waits on a clock; `hold` keeps them queued.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import socket
@@ -39,6 +40,14 @@ NOT_FOUND = "There is no hand-in of yours with that id."
 class _Quiet(uvicorn.Server):
     def install_signal_handlers(self) -> None:  # older uvicorn; newer ones leave threads' signals alone
         pass
+
+    async def main_loop(self) -> None:
+        """uvicorn's loop, looking at `should_exit` every 10 ms instead of every 100 ms: a test's
+        server stops in 0.1 s instead of 0.18 (a test of the LTI tool stops two)."""
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            await asyncio.sleep(0.01)
 
 
 @contextmanager
