@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -119,6 +120,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and executables.ENV not in os.environ:
         os.environ[executables.ENV] = tempfile.mkdtemp(prefix="grader-test-executables-")
         config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(executables.ENV), ignore_errors=True))
+    # Collection imports every test module through pytest's assertion rewriting, which keeps what
+    # it rewrote only where bytecode may be written: with PYTHONDONTWRITEBYTECODE set (as the
+    # sandbox and some hosts set it), every pytest process rewrote all of them again (3 s each).
+    # Written while collecting only: nothing a test grades or copies gets a __pycache__ of it.
+    config.stash[_BYTECODE] = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+
+
+_BYTECODE = pytest.StashKey[bool]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    sys.dont_write_bytecode = session.config.stash.get(_BYTECODE, sys.dont_write_bytecode)
 
 
 _built_here = False
