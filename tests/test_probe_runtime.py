@@ -152,6 +152,21 @@ def test_a_program_compiled_again_after_a_cache_clear_is_the_one_kept_loaded(tmp
     assert seen["printed"] == [[1, 2.0], [2, 4.0]]  # each call ran the callback of its own trace
 
 
+def test_jax_internals_other_than_expected_are_left_alone(monkeypatch) -> None:
+    """A JAX whose two cache steps take other parameters keeps them unwrapped (everything is then
+    compiled or read from the folder, as before): a wrapper calling them wrongly would break
+    every compile in the kernel."""
+    from jax._src import compiler
+
+    def cache_read(module_name, key, compile_options, backend, executable_devices, callbacks):
+        raise AssertionError("not called here")
+
+    monkeypatch.setattr(compiler, "_cache_read", cache_read)
+    monkeypatch.setattr(compiler, "_compile_and_write_cache", compiler._compile_and_write_cache)
+    runtime._keep_loaded()
+    assert compiler._cache_read is cache_read
+
+
 @pytest.mark.parametrize("dtype", ["float64", "int32", "int64", "bool"])
 def test_numpy_arrays_keep_their_dtype(dtype) -> None:
     x = np.array([[1, 0], [0, 1]], dtype=dtype)

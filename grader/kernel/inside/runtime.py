@@ -1203,34 +1203,42 @@ def _keep_loaded() -> None:
     (together 0.15 s of a grading's probe). Only programs without host callbacks (a
     `jax.debug.print` binds the callbacks of its own trace); the others go through the folder as
     before. `_cache_read` and `_compile_and_write_cache` are JAX's two steps of
-    `compile_or_get_cached` on either side of the key; where they are not as expected, nothing is
-    wrapped. The first probe cell wraps them (every cell loads this module afresh): its `_loaded`
-    holds the programs for the kernel's life, which is one submission's."""
+    `compile_or_get_cached` on either side of the key; where they are not there with the
+    parameters read here, nothing is wrapped. The first probe cell wraps them (every cell loads
+    this module afresh): its `_loaded` holds the programs for the kernel's life, which is one
+    submission's."""
+    import inspect
+
     try:
         from jax._src import compiler
-    except ImportError:
+
+        read, compile_and_write = compiler._cache_read, compiler._compile_and_write_cache
+        reading, compiling = inspect.signature(read), inspect.signature(compile_and_write)
+    except (ImportError, AttributeError, TypeError, ValueError):
         return
-    read, compile_and_write = getattr(compiler, "_cache_read", None), getattr(compiler, "_compile_and_write_cache", None)
-    if read is None or compile_and_write is None or getattr(read, "_grader_loaded", False):
+    needed = {"cache_key", "host_callbacks"}
+    if (getattr(read, "_grader_loaded", False) or not needed <= set(reading.parameters)
+            or not needed | {"backend", "computation", "executable_devices", "compile_options"}
+            <= set(compiling.parameters)):
         return
 
-    def cache_read(module_name: Any, cache_key: Any, compile_options: Any, backend: Any,
-                   executable_devices: Any, host_callbacks: Any) -> Any:
-        if not host_callbacks and cache_key in _loaded:
-            return _loaded[cache_key]
-        return read(module_name, cache_key, compile_options, backend, executable_devices, host_callbacks)
+    def cache_read(*args: Any, **kwargs: Any) -> Any:
+        asked = reading.bind(*args, **kwargs).arguments
+        if not asked["host_callbacks"] and asked["cache_key"] in _loaded:
+            return _loaded[asked["cache_key"]]
+        return read(*args, **kwargs)
 
-    def compile_and_write_cache(backend: Any, computation: Any, executable_devices: Any, compile_options: Any,
-                                host_callbacks: Any, module_name: Any, cache_key: Any) -> Any:
+    def compile_and_write_cache(*args: Any, **kwargs: Any) -> Any:
         import time
 
+        asked = compiling.bind(*args, **kwargs).arguments
+        if asked["host_callbacks"]:
+            return compile_and_write(*args, **kwargs)
         started = time.monotonic()
-        if host_callbacks:
-            return compile_and_write(backend, computation, executable_devices, compile_options, host_callbacks,
-                                     module_name, cache_key)
-        executable = compiler.backend_compile_and_load(backend, computation, executable_devices, compile_options,
-                                                       host_callbacks)
-        _loaded[cache_key] = (executable, max(int(time.monotonic() - started), 0))
+        executable = compiler.backend_compile_and_load(asked["backend"], asked["computation"],
+                                                       asked["executable_devices"], asked["compile_options"],
+                                                       asked["host_callbacks"])
+        _loaded[asked["cache_key"]] = (executable, max(int(time.monotonic() - started), 0))
         return executable
 
     cache_read._grader_loaded = True  # type: ignore[attr-defined]
