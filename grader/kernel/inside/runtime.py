@@ -1175,6 +1175,7 @@ def keep_compiled(folder: str) -> None:
     recorded around the load as around a compile (`pxla._cached_compilation`). Set for each probe
     cell, since the student's code may change JAX's configuration; left as it is where JAX's
     internals are not as expected (then everything is compiled, as before)."""
+    _keep_loaded()  # also where the student's cells had set this very configuration
     try:
         import jax
         from jax._src import compilation_cache
@@ -1190,7 +1191,6 @@ def keep_compiled(folder: str) -> None:
         compilation_cache.reset_cache()  # the cache is chosen at a process's first compile: again
     except Exception:  # noqa: BLE001 - only programs compiled again
         pass
-    _keep_loaded()
 
 
 _loaded: dict[str, tuple[Any, Any]] = {}  # cache key -> (XLA's loaded executable, its compile time)
