@@ -88,6 +88,12 @@ import jax, numpy as np
 from jax._src import compilation_cache, compiler
 from grader.kernel.inside import runtime
 
+if sys.argv[2] == "preset":  # the student's cells had set the very configuration the probe sets
+    for name, value in {"jax_enable_compilation_cache": True, "jax_compilation_cache_dir": sys.argv[1],
+                        "jax_persistent_cache_min_compile_time_secs": 0.0,
+                        "jax_persistent_cache_min_entry_size_bytes": 0,
+                        "jax_compilation_cache_max_size": -1}.items():
+        jax.config.update(name, value)
 runtime.keep_compiled(sys.argv[1])
 xla, counted, read, printed = [], [], [], []
 real_compile, real_read = compiler.backend_compile_and_load, compilation_cache.get_executable_and_time
@@ -135,16 +141,19 @@ print(json.dumps({"plain": plain, "values": values, "printed": printed}))
 """
 
 
-def test_a_program_compiled_again_after_a_cache_clear_is_the_one_kept_loaded(tmp_path, repo_root) -> None:
+@pytest.mark.parametrize("configured", ["by the probe", "preset"])
+def test_a_program_compiled_again_after_a_cache_clear_is_the_one_kept_loaded(tmp_path, repo_root,
+                                                                            configured) -> None:
     """In a process of its own (the probe sets JAX's configuration): after a cache clear the
     program is traced again and its compile counted (what a compile count observes), but XLA
     compiles it once; a program with a host callback is never taken from memory, so the callback
-    of its own trace runs."""
+    of its own trace runs. The same where the student's cells had set the cache's configuration."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", KEPT_LOADED, str(tmp_path / "compiled")], capture_output=True,
-                          text=True, cwd=repo_root, timeout=120)
+    (tmp_path / "compiled").mkdir()
+    done = subprocess.run([sys.executable, "-c", KEPT_LOADED, str(tmp_path / "compiled"), configured],
+                          capture_output=True, text=True, cwd=repo_root, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.splitlines()[-1])
     compiled_by_xla, counted, loaded_from_the_folder = seen["plain"]
