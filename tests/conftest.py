@@ -108,6 +108,9 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return rec
 
 
+_BYTECODE = pytest.StashKey[bool]()  # sys.dont_write_bytecode before collection
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's store of compiled programs (grader/sandbox/executables.py) is its own, in a temporary
     directory the workers and every `grade` a test starts inherit: the assignments tests copy and
@@ -126,9 +129,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # Written while collecting only: nothing a test grades or copies gets a __pycache__ of it.
     config.stash[_BYTECODE] = sys.dont_write_bytecode
     sys.dont_write_bytecode = False
-
-
-_BYTECODE = pytest.StashKey[bool]()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import signal
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -1207,8 +1208,6 @@ def _keep_loaded() -> None:
     parameters read here, nothing is wrapped. The first probe cell wraps them (every cell loads
     this module afresh): its `_loaded` holds the programs for the kernel's life, which is one
     submission's."""
-    import inspect
-
     try:
         from jax._src import compiler
 
@@ -1229,8 +1228,6 @@ def _keep_loaded() -> None:
         return read(*args, **kwargs)
 
     def compile_and_write_cache(*args: Any, **kwargs: Any) -> Any:
-        import time
-
         asked = compiling.bind(*args, **kwargs).arguments
         if asked["host_callbacks"]:
             return compile_and_write(*args, **kwargs)
@@ -1238,7 +1235,7 @@ def _keep_loaded() -> None:
         executable = compiler.backend_compile_and_load(asked["backend"], asked["computation"],
                                                        asked["executable_devices"], asked["compile_options"],
                                                        asked["host_callbacks"])
-        _loaded[asked["cache_key"]] = (executable, max(int(time.monotonic() - started), 0))
+        _loaded[asked["cache_key"]] = (executable, int(time.monotonic() - started))
         return executable
 
     cache_read._grader_loaded = True  # type: ignore[attr-defined]
