@@ -258,6 +258,69 @@ def test_a_serial_batch_closes_the_warm_worker_it_made_and_keeps_the_caller_s(tm
     assert kept is mine and closed_since == []  # the caller's was used and left open
 
 
+def test_a_spare_kernel_serves_only_the_options_it_was_launched_for(monkeypatch) -> None:
+    """Where no kernel server can fork (no sandbox, another kernel spec), a worker keeps a spare
+    kernel booting for the next submission: one launched for other options (another sandbox
+    policy, another kernel) is closed, never used."""
+    from grader.batch import warm_worker
+    from grader.sandbox.layers import SandboxPolicy
+
+    made: list[FakeKernel] = []
+
+    class FakeKernel:
+        def __init__(self, *, kernel_name: str, sandbox: object, **_: object) -> None:
+            self.made_for, self.closed = (kernel_name, sandbox), False
+            made.append(self)
+
+        def launch(self) -> FakeKernel:
+            return self
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(warm_worker, "Kernel", FakeKernel)
+    monkeypatch.setattr("grader.kernel.server.usable", lambda policy: False)  # no fork server anywhere
+    worker = warm_worker.WarmWorker()
+    tight = SandboxPolicy(memory_bytes=2**30)
+    first = worker.kernels(OPTIONS.model_copy(update={"sandbox": False}))()
+    assert first.made_for == ("python3", None)
+    spare = made[-1]
+    assert spare is not first and spare.made_for == ("python3", None) and not spare.closed
+    assert worker.kernels(OPTIONS.model_copy(update={"sandbox": False}))() is spare  # same options: the spare
+    monkeypatch.setattr(warm_worker, "policy_for", lambda options: tight)
+    next_spare = made[-1]
+    other = worker.kernels(OPTIONS)()
+    assert next_spare.closed and other is not next_spare and other.made_for == ("python3", tight)
+    assert made[-1].made_for == ("python3", tight) and not made[-1].closed  # the spare for these options
+
+
+@pytest.mark.kernel
+def test_a_spare_kernel_killed_while_it_waited_is_replaced() -> None:
+    """The spare kernel an unsandboxed worker keeps booting may die before the next submission
+    takes it (the machine's OOM killer, a stray kill): that submission gets a fresh kernel and is
+    graded, not "could not start a Python kernel"."""
+    from grader.batch import warm_worker
+    from grader.pipeline import grade_one
+
+    options = OPTIONS.model_copy(update={"sandbox": False})
+    worker = warm_worker.WarmWorker()  # one of its own: its spare is this test's to kill
+
+    def graded() -> Report:  # as grade_task grades with a worker's kernels and verifier
+        return grade_one(ROOT / "solutions" / "ch2-jit.py", options, kernel_factory=worker.kernels(options),
+                         verifier=worker.verifier(options))
+
+    try:
+        first = graded()
+        process = worker._spare[1]._km.provisioner.process
+        process.kill()
+        process.wait(timeout=10)
+        after = graded()
+    finally:
+        worker.close()
+    assert first.status == "graded" and first.score == 100, first.error
+    assert after.status == "graded" and after.score == 100, after.error
+
+
 def test_cli_batch_needs_an_outdir(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("x = 1\n")
     done = subprocess.run([sys.executable, "-m", "grader", str(tmp_path)], capture_output=True, text=True)

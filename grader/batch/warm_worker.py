@@ -40,7 +40,7 @@ class WarmWorker:
         self.answers = ResultCache()
         self._kernel_servers: dict[SandboxPolicy | None, Any] = {}
         self._verifier_servers: dict[SandboxPolicy | None, Any] = {}
-        self._spare: Kernel | None = None
+        self._spare: tuple[tuple[str, SandboxPolicy | None], Kernel] | None = None  # (kernel, policy), kernel
 
     def kernels(self, options: GradeOptions) -> Callable[[], Kernel]:
         """A factory of this submission's kernels; the first is launched now."""
@@ -55,8 +55,14 @@ class WarmWorker:
                 self._kernel_servers[policy] = server
             first = [Kernel(sandbox=policy, server=server).launch()]
             return lambda: first.pop() if first else Kernel(sandbox=policy, server=server)
-        kernel = self._spare or Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch()
-        self._spare = Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0] != (options.kernel_name, policy):  # launched for other options
+            spare[1].close()
+            spare = None
+        kernel = spare[1] if spare is not None else Kernel(kernel_name=options.kernel_name, sandbox=policy,
+                                                          warm=True).launch()
+        self._spare = ((options.kernel_name, policy),
+                       Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch())
         first = [kernel]
         return lambda: first.pop() if first else Kernel(kernel_name=options.kernel_name, sandbox=policy)
 
@@ -76,7 +82,7 @@ class WarmWorker:
     def close(self) -> None:
         """Kill the spare kernel and the servers (and their children)."""
         if self._spare is not None:
-            self._spare.close()
+            self._spare[1].close()
             self._spare = None
         for servers in (self._kernel_servers, self._verifier_servers):
             for server in servers.values():

@@ -371,17 +371,20 @@ class Kernel:
         return self
 
     def start(self) -> Kernel:
-        """Launch (if not yet) and wait until the kernel answers. A forked kernel that does not
-        answer is tried once more from a new server (the last child may have broken this one)."""
+        """Launch (if not yet) and wait until the kernel answers. A kernel that does not answer is
+        tried once more, fresh, when it was forked (from a new server: the last child may have
+        broken this one) or launched ahead of need (a spare that booted while another submission
+        was graded may have died since, killed as it waited); one started here and now is not."""
         if self.alive:
             return self
-        if self._server is not None and not self._retried:
+        if (self._server is not None or self._km is not None) and not self._retried:
             try:
                 return self._start()
             except KernelStartFailed:
                 self._retried = True
                 self.kill()
-                self._server.kill()
+                if self._server is not None:
+                    self._server.kill()
         return self._start()
 
     def _start(self) -> Kernel:
