@@ -574,6 +574,35 @@ def test_a_hang_is_a_timeout_and_the_next_job_gets_a_fresh_verifier() -> None:
 
 @kernel
 @full_sandbox
+def test_a_function_whose_module_hung_is_not_run_again_in_that_submission() -> None:
+    """The kernel calls a function that hung no more; the verifier runs its later modules no more
+    either (an endless loop costs the student one limit, not one per check), and still reads their
+    facts and runs every other function's, also a module that is another function's too."""
+    forever = serialized(lambda x: lax.while_loop(lambda c: True, lambda c: c + 1.0, x), S((), F32))
+    forever_too = serialized(lambda x: lax.while_loop(lambda c: True, lambda c: c + 2.0, x), S((), F32))
+    quick = serialized(lambda x: x + 1.0, S((2,), F32))
+    two = [[arr([1.0, 2.0], np.float32)]]
+    with Verifier(POLICY) as v:
+        visible = v.run([VerifierJob(id="visible", module=forever, calls=[[PyScalar(v=1.0)]],
+                                     functions=["newton_sqrt"])], timeout=2.0)
+        assert visible["visible"].status == "timeout"
+        assert visible["visible"].detail == "still running after 2 s"
+        hidden = v.run([VerifierJob(id="hidden", module=forever_too, calls=[[PyScalar(v=2.0)]],
+                                    functions=["newton_sqrt"]),
+                        VerifierJob(id="facts", module=forever_too, calls=[], functions=["newton_sqrt"]),
+                        VerifierJob(id="other", module=quick, calls=two, functions=["tax"]),
+                        VerifierJob(id="shared", module=quick, calls=two, functions=["newton_sqrt", "tax"])],
+                       timeout=8.0)
+        assert hidden["hidden"].status == "timeout" and hidden["hidden"].seconds == 0.0  # never sent
+
+        assert hidden["hidden"].detail == "still running after 2 s in an earlier check; not run again"
+        assert hidden["facts"].status == "ok" and hidden["facts"].facts is not None
+        assert hidden["other"].status == "ok" and hidden["shared"].status == "ok"
+        assert v.restarts == 1  # the visible module's hang only: the hidden one killed no verifier
+
+
+@kernel
+@full_sandbox
 def test_a_memory_bomb_costs_its_own_job() -> None:
     n = 2**15  # an outer product of 4 GiB in a 1 GiB sandbox
     bomb = serialized(lambda x: (jnp.outer(x, x) + 1.0).cumsum(axis=0)[-1, :3], S((n,), F32))

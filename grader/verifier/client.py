@@ -32,6 +32,10 @@ boots. Each job's deadline is its share of what is left, (time left) / (jobs lef
 that hangs costs its own share only and time that fast jobs leave passes on to the later
 ones: every job gets at least timeout / len(jobs). A boot is bounded by `boot_timeout`; a
 verifier that cannot boot is the grader's fault (VerifierStartFailed, exit 3), not a student's.
+Once a module of a function ran past its deadline, that function's later modules are not run
+in this submission (a "timeout" that says so, as the kernel does not call a function that hung
+again): an endless loop costs the student one limit, not one per check. A job that runs nothing
+(a module's facts) and a knockout still run.
 """
 
 from __future__ import annotations
@@ -336,6 +340,12 @@ class VerifierProcess(Booting):
 # ----------------------------------------------------------------------------- the verifier
 
 
+def _runs_values(job: VerifierJob) -> bool:
+    """A job that runs its module on inputs for their values (not one reading its facts only,
+    nor a knockout, whose modified module may hang where the student's does not)."""
+    return bool(job.calls) and not job.knockouts
+
+
 class _Spawner(Protocol):
     """Where verifier processes come from instead of a fresh boot (forkserver.VerifierServer)."""
 
@@ -374,6 +384,7 @@ class Verifier:
         self.restarts = 0  # processes started after the first
         self.kills: dict[str, int] = {}  # verifiers each function's jobs killed ("": a job of no function)
         self._last: list[str] = []  # the functions of the job the current process ran last
+        self._hung: dict[str, str] = {}  # function -> how a run of one of its modules timed out
         self.boot_seconds: float | None = None  # launch to ready, of the latest process
         self.jax_version: str | None = None
         self._process: VerifierProcess | None = None
@@ -461,6 +472,14 @@ class Verifier:
         return (f"not run: the earlier programs of {whose} crashed or hung the verifier {times}, the most "
                 "one function's may (a fresh verifier each time)")
 
+    def _hung_before(self, job: VerifierJob) -> VerifierResult | None:
+        """A "timeout" for a job whose every function had a module run past its deadline earlier
+        in this submission (None for any other job): not run again."""
+        if not (_runs_values(job) and job.functions and all(name in self._hung for name in job.functions)):
+            return None
+        return VerifierResult(id=job.id, status="timeout",
+                              detail=f"{self._hung[job.functions[0]]} in an earlier check; not run again")
+
     def _kill(self) -> None:
         if self._process is not None:
             self._process.kill()
@@ -479,6 +498,8 @@ class Verifier:
         try:
             for index, job in enumerate(jobs):
                 answered = self.answers.get(job) if self.answers is not None else None
+                if answered is None:
+                    answered = self._hung_before(job)
                 if answered is not None:
                     results[job.id] = answered
                     continue
@@ -494,6 +515,8 @@ class Verifier:
                 results[job.id] = self._do(proc, job, share)
                 if self._process is None:  # the job killed it: a restart of its functions'
                     self._charge(job.functions)
+                if results[job.id].status == "timeout" and _runs_values(job):
+                    self._hung.update(dict.fromkeys(job.functions, results[job.id].detail or "timed out"))
         except BaseException:
             self._kill()
             raise
