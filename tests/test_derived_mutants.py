@@ -911,7 +911,11 @@ def test_vmap_mapped_with_lax_map_is_a_loop_with_the_same_values() -> None:
 
 
 @pytest.mark.kernel
-def test_show_prints_a_mutant_s_source_and_names_near_matches(loops) -> None:
+def test_show_prints_a_mutant_s_source_and_names_near_matches(loops, capfd) -> None:
+    from types import SimpleNamespace
+
+    from grader import cli
+
     folder = loops()
     (folder / "mutants").mkdir()
     (folder / "mutants" / "gate_inverted.py").write_text(
@@ -919,9 +923,13 @@ def test_show_prints_a_mutant_s_source_and_names_near_matches(loops) -> None:
         "    return lax.cond(x > t, lambda v: jnp.zeros_like(v), lambda v: v - t, x)\n")
     root = str(folder.parent)
 
-    def show(ident: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "grader", "validate", "loops", "--assignments", root,
-                               "--show", ident], capture_output=True, text=True, env={**os.environ})
+    def show(ident: str) -> SimpleNamespace:
+        """`grade validate loops --assignments ROOT --show IDENT`, run in this process (cli.main, as the
+        console script runs it): one introspection of the reference serves every call."""
+        capfd.readouterr()
+        code = cli.main(["validate", "loops", "--assignments", root, "--show", ident])
+        out, err = capfd.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
     capped = show("running_sum.loop_capped")
     assert capped.returncode == 0, capped.stderr

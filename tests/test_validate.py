@@ -96,7 +96,12 @@ def results(rows: list[Row]) -> dict[str, bool]:
 def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
     make_assignment(tmp_path, {"wrong_values": WRONG_VALUES, "new_jit_each_call": NEW_JIT_EACH_CALL})
     monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
-    rows = validate(["tiny"], families={"output_perturbed"})
+    # one validation, through the command line: its rows (the JSON), a table and exit 0
+    out = tmp_path / "validation.json"
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family",
+                           "output_perturbed", "--json", str(out)], capture_output=True, text=True)
+    (assignment,) = json.loads(out.read_text())["assignments"]
+    rows = [Row.model_validate(r) for r in assignment["rows"]]
     assert results(rows) == {
         "spec loads": True,
         "every requirement has a check": True,
@@ -109,9 +114,6 @@ def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
         "exercise double: domains drawn from, overfit and lookalike families": True,
         "every check can fail": True,
     }
-    # and through the command line: a table and exit 0
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family",
-                           "output_perturbed"], capture_output=True, text=True, env={**__import__("os").environ})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "derived double.out0_rel_1e-3" in done.stdout and "kill matrix of tiny" in done.stdout
     assert "every check can fail" in done.stdout and "FAILED" not in done.stdout
@@ -122,15 +124,20 @@ def test_a_mutant_that_fails_something_else_and_an_uncovered_check_are_reported(
     mislabelled = WRONG_VALUES.replace("# fails: double.values", "# fails: double.compiles_once")
     make_assignment(tmp_path, {"mislabelled": mislabelled})
     monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
-    rows = {r.item: r for r in validate(["tiny"], workers=1, families=set())}  # hand-written mutants only
+    # one validation, through the command line; lookalike derives nothing from this reference, so
+    # hand-written mutants only
+    out = tmp_path / "validation.json"
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family", "lookalike",
+                           "--json", str(out)], capture_output=True, text=True)
+    (assignment,) = json.loads(out.read_text())["assignments"]
+    rows = {r["item"]: Row.model_validate(r) for r in assignment["rows"]}
+    assert not [r for r in rows.values() if r.kind in ("derived", "honest")]
     bad = rows["mutant mislabelled"]
     assert not bad.ok
     assert "passes double.compiles_once although it declares failing it" in bad.detail
     assert "double.values" in bad.detail  # what it failed instead, with the message
     cover = rows["every check can fail"]
     assert not cover.ok and "double.compiles_once" in cover.detail and "double.values" in cover.detail
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family", "honest"],
-                          capture_output=True, text=True)
     assert done.returncode == 1 and "FAILED" in done.stdout
 
 
@@ -181,8 +188,10 @@ def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Pat
     (folder / "checks.py").write_text("def always_raises(observed):\n    return observed['calls'][0][1]['nope']\n")
     monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
     out = tmp_path / "validation.json"
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--json", str(out)],
-                          capture_output=True, text=True)
+    # lookalike derives nothing from this reference: the solution, the template and the two
+    # hand-written mutants are graded, not the derived mutants, which no assertion here reads
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family", "lookalike",
+                           "--json", str(out)], capture_output=True, text=True)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     (assignment,) = json.loads(out.read_text())["assignments"]

@@ -57,6 +57,7 @@ def test_rows_arrive_as_each_item_is_judged_and_the_result_keeps_the_items_order
     monkeypatch.setattr("grader.batch.executors.SerialExecutor", lambda *a: BackwardsExecutor(log, *a))
     monkeypatch.setattr("grader.batch.executors.LocalExecutor", lambda *a: BackwardsExecutor(log, *a))
     monkeypatch.setattr(validating, "derived_mutants", lambda *a, **k: [])  # no JAX process here
+    monkeypatch.setattr(validating.precompile, "ensure", lambda loaded: None)  # nothing here runs its programs
 
     validation = validate_all([ASSIGNMENT], workers=2, on_row=lambda r: log.append(("row", r.item)),
                               on_status=lambda s: log.append(("status", s)))
@@ -161,7 +162,8 @@ def test_validate_dir_validates_an_instructor_s_copy(tmp_path: Path, repo_root: 
     kept = next((folder / "mutants").glob("*.py"))
     shutil.copy(kept, folder / "mutants" / "only_in_the_copy.py")
     env = {k: v for k, v in os.environ.items() if k != assignments.ENV}
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", str(folder), "--family", "honest", "-j", "2",
+    # lookalike: the family that derives fewest from ch2-practice (6 mutants; honest makes 20)
+    done = subprocess.run([sys.executable, "-m", "grader", "validate", str(folder), "--family", "lookalike", "-j", "2",
                            "--json", str(tmp_path / "v.json")],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600, check=False)
     assert "Traceback" not in done.stderr, done.stderr
