@@ -16,7 +16,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 import dask
 
-from test_serve import NOTEBOOK, SANDBOX_ARGS, Served, issue_tokens, start
+from test_serve import NOTEBOOK, SANDBOX_ARGS, Served, endless, issue_tokens, start
 
 pytestmark = pytest.mark.kernel
 
@@ -84,8 +84,7 @@ def test_hand_ins_graded_on_dask_workers_match_the_local_ones(cluster: distribut
     assert (remote["score"], remote["message"]) == (here["score"], here["message"])
 
 
-def test_a_hand_in_past_its_deadline_is_cancelled_on_the_cluster(cluster: distributed.Client, tmp_path: Path,
-                                                                  submission_from_reference) -> None:
+def test_a_hand_in_past_its_deadline_is_cancelled_on_the_cluster(cluster: distributed.Client, tmp_path: Path) -> None:
     """`abandon` cancels the Dask task and restarts the worker grading it (its nanny's fresh one,
     warm by the preload), as a local backend kills its worker: tried once more, then not graded;
     the next hand-in is graded on the restarted worker, and the service stops cleanly."""
@@ -96,7 +95,7 @@ def test_a_hand_in_past_its_deadline_is_cancelled_on_the_cluster(cluster: distri
     served = start(out, roster, issue_tokens(out, roster), "--scheduler", cluster.scheduler.address,
                    "--deadline", "4")
     try:
-        reply = served.hand_in("slow", submission_from_reference("endless_loop_cell.py"))
+        reply = served.hand_in("slow", endless(tmp_path))
         assert reply.status_code == 202, reply.text
         status = served.finished("slow", reply.json()["id"])
         assert status["state"] == "not_graded", status
