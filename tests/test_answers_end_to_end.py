@@ -15,7 +15,6 @@ from grader import GradeOptions, Report
 pytestmark = pytest.mark.kernel
 
 SEED = 11
-HANG_TIMEOUT = 3.0
 
 
 def grade(path, timeout: float | None = None) -> Report:
@@ -71,17 +70,9 @@ def test_nan_and_infinite_answers_are_verdicts(submission_from_reference) -> Non
     assert all(c.judge_error is None for c in newton.values())
 
 
-def test_a_hanging_function_costs_one_probe_timeout(submission_from_reference) -> None:
-    path = submission_from_reference("setup", "tax", "newton_never_terminates.py", "detective", "training")
-    report = grade(path, HANG_TIMEOUT)
-    newton = checks_of(report, "newton")
-    timed_out = [c for c in newton.values() if c.status == "timeout"]
-    assert len(timed_out) >= 4
-    # the verifier ran its program once for all the checks (one timeout, one reason for all), and
-    # the kernel's compile count once: no check paid a timeout of its own
-    reasons = {(c.message or "").rsplit("did not finish", 1)[-1].replace(" in an earlier check; not called again", "")
-               for c in timed_out}
-    assert len(reasons) <= 2, [(c.id, c.message) for c in timed_out]
+# A hanging function costs one probe timeout: asserted in test_faults.py's
+# test_newton_that_never_terminates_costs_only_the_newton_checks_that_call_it, which grades the same
+# submission (reference + newton_never_terminates.py); grading it here too cost a second pair of hangs.
 
 
 def test_observation_shaped_output_of_the_student_s_own_cells_is_ignored(submission_from_reference) -> None:

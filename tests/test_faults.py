@@ -8,6 +8,7 @@ it is in, never the exercises the reference code defines, and no trick changes a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -32,6 +33,22 @@ def grade(path: Path, timeout: float = CALM_TIMEOUT) -> Report:
     return grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout))
 
 
+def grade_within(path: Path, folder: Path, **limits: float) -> Report:
+    """Graded by a copy of ch2-jit (in `folder`) whose [limits] are `limits` (the spec's own otherwise),
+    so that a hang spends only the limit that stops it (a cell's, or a probe request's as in
+    test_a_function_that_hangs_when_traced_costs_the_request_limit_not_the_exercise_s), while
+    everything else keeps a limit as wide as before."""
+    shutil.copytree(ROOT / "assignments" / "ch2-jit", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = folder / "assignment.toml"
+    text = spec.read_text()
+    for name, value in limits.items():
+        text, n = re.subn(rf"^{name} = .*$", f"{name} = {value:g}", text, count=1, flags=re.M)
+        if n == 0:
+            text = text.replace("[limits]\n", f"[limits]\n{name} = {value:g}\n", 1)
+    spec.write_text(text)
+    return grade_warm(path, GradeOptions(assignment=str(folder), seed=SEED))
+
+
 def scores(report: Report) -> dict[str, float]:
     return {e.id: e.score for e in report.exercises}
 
@@ -54,14 +71,15 @@ def problem_statuses(report: Report) -> list[str]:
 # ----------------------------------------------------------------------------- hangs
 
 
-def test_endless_loop_cell_times_out_and_the_rest_is_graded(submission_from_reference) -> None:
+def test_endless_loop_cell_times_out_and_the_rest_is_graded(submission_from_reference, tmp_path: Path) -> None:
     path = submission_from_reference("setup", "tax", "endless_loop_cell.py", "newton", "detective", "training",
                                      suffix=".ipynb")
-    report = grade(path, HANG_TIMEOUT)
+    # 3 s a cell (the reference's cells each take a fraction of a second); the probe keeps the spec's limits
+    report = grade_within(path, tmp_path / "ch2-jit", cell_timeout_s=3)
     assert report.status == "graded"
     (problem,) = report.cell_problems
     assert problem.status == "timeout" and problem.where == "cell 3"
-    assert f"stopped after {HANG_TIMEOUT:g} s" in problem.message
+    assert "stopped after 3 s" in problem.message
     assert failing(report) == {}
     assert report.score == 100
 
@@ -87,9 +105,12 @@ def test_os_exit_in_the_middle_kills_the_kernel_which_is_replaced(submission_fro
     assert report.score == 100
 
 
-def test_newton_that_never_terminates_costs_only_the_newton_checks_that_call_it(submission_from_reference) -> None:
+def test_newton_that_never_terminates_costs_only_the_newton_checks_that_call_it(submission_from_reference,
+                                                                               tmp_path: Path) -> None:
     path = submission_from_reference("setup", "tax", "newton_never_terminates.py", "detective", "training")
-    report = grade(path, HANG_TIMEOUT)
+    # the kernel's request stopped at 2 s; the verifier's runs of the program at HANG_TIMEOUT
+    report = grade_within(path, tmp_path / "ch2-jit", cell_timeout_s=HANG_TIMEOUT, probe_timeout_s=HANG_TIMEOUT,
+                          request_timeout_s=2)
     assert report.status == "graded"
     assert_full_marks(report, "tax", "detective", "training")
     newton = {c.id: c for c in next(e for e in report.exercises if e.id == "newton").checks}
@@ -104,12 +125,20 @@ def test_newton_that_never_terminates_costs_only_the_newton_checks_that_call_it(
     assert newton["newton.visible"].status == "timeout"
     assert "did not finish" in newton["newton.visible"].message
     assert report.score == 100 - 25 + 3
+    # (was test_answers_end_to_end.py's test_a_hanging_function_costs_one_probe_timeout, which graded
+    # this same submission again) the verifier ran its program once for all the checks (one timeout,
+    # one reason for all), and the kernel's compile count once: no check paid a timeout of its own
+    timed_out = [c for c in newton.values() if c.status == "timeout"]
+    assert len(timed_out) >= 4
+    reasons = {(c.message or "").rsplit("did not finish", 1)[-1].replace(" in an earlier check; not called again", "")
+               for c in timed_out}
+    assert len(reasons) <= 2, [(c.id, c.message) for c in timed_out]
 
 
-def test_function_hanging_in_python_costs_only_its_checks(submission_from_reference) -> None:
+def test_function_hanging_in_python_costs_only_its_checks(submission_from_reference, tmp_path: Path) -> None:
     """The probe is interrupted on each hanging request; the kernel stays and answers the rest."""
     path = submission_from_reference(*ALL, "tax_switch_loops_in_python.py")
-    report = grade(path, HANG_TIMEOUT)
+    report = grade_within(path, tmp_path / "ch2-jit", request_timeout_s=2)  # cells and probes: the spec's 30 s
     assert failing(report) == {"tax.switch_visible": "timeout", "tax.switch_hidden": "timeout",
                                "tax.switch_uses_cond": "timeout"}
     assert report.score == 100 - (4 + 4 + 4)  # switch_visible, switch_hidden, switch_uses_cond

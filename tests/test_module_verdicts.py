@@ -99,8 +99,12 @@ def test_a_forged_compile_count_cannot_pass_a_static_argument(submission_from_re
 def test_modules_read_for_structure_and_compile_evidence_are_run_too(submission_from_reference) -> None:
     """A fake probe answered the exports only those checks read with nonsense modules (a while
     loop, every argument an input) and scored 100 for a static tol and a Python training loop."""
-    report = grade(submission_from_reference("setup", "tax", "detective", "fake_probe_answers_inspect_only_exports.py",
-                                             "fake_probe_via_exec.py"))
+    # train_fori's chapter call (a Python loop unrolled under jit) compiles until its request's limit:
+    # 6 s, as test_faults.py's HANG_TIMEOUT (which the rest of a submission's grading stays within on a
+    # loaded machine), rather than the spec's 10 s of a compile that burns a core
+    report = grade_warm(submission_from_reference("setup", "tax", "detective",
+                                                  "fake_probe_answers_inspect_only_exports.py", "fake_probe_via_exec.py"),
+                        GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=6.0))
     # honestly 91; a hidden check's export is asked abstract first, which the fake answers with
     # nonsense too (the retry with the public values never comes): the hidden value checks fail
     assert report.score == 79, [(c.id, c.message) for e in report.exercises for c in e.checks
