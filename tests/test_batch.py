@@ -76,7 +76,8 @@ def make_class(folder: Path) -> None:
     (folder / "alice.py").write_text(REFERENCE, encoding="utf-8")
     (folder / "bob.ipynb").write_bytes(TEMPLATE.read_bytes())
     (folder / "carol.ipynb").write_text("{ not json", encoding="utf-8")
-    (folder / "dave.py").write_text(REFERENCE + "\n# %% [hang]\nwhile True:\n    pass\n", encoding="utf-8")
+    # a hang that sleeps: timed out all the same, without burning the cell's limit in CPU seconds
+    (folder / "dave.py").write_text(REFERENCE + "\n# %% [hang]\nimport time\ntime.sleep(600)\n", encoding="utf-8")
     (folder / "erin.py").write_text(REFERENCE + "\n# %% [crash]\nimport os\nos._exit(3)\n", encoding="utf-8")
     (folder / "readme.txt").write_text("hello")
 
@@ -185,7 +186,7 @@ def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path: Pa
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "a_first.py").write_text(REFERENCE, encoding="utf-8")
-    (subs / "b_hangs.py").write_text("while True:\n    pass\n", encoding="utf-8")
+    (subs / "b_hangs.py").write_text("import time\ntime.sleep(600)\n", encoding="utf-8")  # hangs, using no CPU
     (subs / "c_last.py").write_text(REFERENCE, encoding="utf-8")
     out = tmp_path / "out"
     cmd = [*GRADE_WITH_A_TERMINALS_CTRL_C, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3",
@@ -481,7 +482,9 @@ def test_a_worker_that_dies_costs_only_its_own_submission(monkeypatch: pytest.Mo
     from grader.batch.executors import LocalExecutor
 
     monkeypatch.setattr("grader.batch.executors._grade_in_worker", batch_workers.grade_or_die)
-    tasks = [Task(student=s, path=f"{s}.py", options=OPTIONS) for s in ("ann", "killer", "bea", "cy", "dan")]
+    # unsandboxed: the workers start no fork servers (grade_or_die grades nothing, so they would go unused)
+    options = OPTIONS.model_copy(update={"sandbox": False})
+    tasks = [Task(student=s, path=f"{s}.py", options=options) for s in ("ann", "killer", "bea", "cy", "dan")]
 
     def too_slow(*_: object) -> None:
         raise TimeoutError("the batch hung after a worker died")

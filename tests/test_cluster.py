@@ -125,14 +125,16 @@ def test_a_task_raising_on_a_worker(cluster_client, tmp_path: Path) -> None:
     """
     bad = tmp_path / "lost.py"
     bad.write_bytes(b"\xff\xfe not utf-8")
-    tasks = [Task(student="lost", path=str(bad), options=OPTIONS)]
+    # unsandboxed: no worker boots fork servers (a kernel and a verifier each) for gradings that never run
+    unsandboxed = OPTIONS.model_copy(update={"sandbox": False})
+    tasks = [Task(student="lost", path=str(bad), options=unsandboxed)]
     executor = DaskExecutor(cluster_client.scheduler.address)
     [(task, report)] = list(executor.map(tasks))
     assert task is tasks[0] and report.status == "error" and report.student == "lost"
     assert "UTF-8" in report.error
     assert executor._client is None
     wrong = [Task(student="x", path=str(ROOT / "solutions" / "ch2-jit.py"),
-                  options=GradeOptions(assignment="no-such-assignment", seed=1))]
+                  options=GradeOptions(assignment="no-such-assignment", seed=1, sandbox=False))]
     with pytest.raises(AssignmentNotFound):
         list(DaskExecutor(cluster_client.scheduler.address).map(wrong))
 

@@ -242,28 +242,43 @@ def outputs_of(out: Path) -> dict[str, bytes]:
             if p.is_file() and STAGING not in p.parts}
 
 
+def grade_here(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str]:
+    """`grade ARGV` in this process (grader.cli.main: the command line's exit codes and output),
+    grading with this thread's warm worker: no interpreter, JAX import or kernel boot per command.
+    Returns the exit code and what it printed on stdout."""
+    from grader.batch import warm_worker
+    from grader.cli import main
+
+    warm_worker.current()  # kept by the caller: the batches below reuse its kernels, as a session's do
+    capsys.readouterr()
+    code = main(list(argv))
+    said = capsys.readouterr()
+    sys.stderr.write(said.err)  # shown with a failure, as a subprocess's stderr was
+    return code, said.out
+
+
 @pytest.mark.kernel
-def test_a_batch_ends_with_the_truth_and_a_regrade_updates_everything_together(tmp_path: Path) -> None:
+def test_a_batch_ends_with_the_truth_and_a_regrade_updates_everything_together(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     subs, out = tmp_path / "subs", tmp_path / "out"
     make_class(subs)
-    cmd = [*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 4, done.stdout + done.stderr  # some could not be graded
-    assert "4 submission(s): 2 graded, 2 not graded, 0 unchanged" in done.stdout
-    assert "carol" in done.stdout and "dave" in done.stdout
-    assert "two submissions for one student (1): dave" in done.stdout
-    rerun = subprocess.run(cmd, capture_output=True, text=True)
-    assert "4 submission(s): 0 graded, 2 not graded, 2 unchanged" in rerun.stdout
+    cmd = [str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox"]
+    code, stdout = grade_here(capsys, *cmd)
+    assert code == 4, stdout  # some could not be graded
+    assert "4 submission(s): 2 graded, 2 not graded, 0 unchanged" in stdout
+    assert "carol" in stdout and "dave" in stdout
+    assert "two submissions for one student (1): dave" in stdout
+    code, rerun = grade_here(capsys, *cmd)
+    assert "4 submission(s): 0 graded, 2 not graded, 2 unchanged" in rerun
 
     # the regrade of one student: her report, the gradebook, summary.csv, index.html, feedback agree
-    subprocess.run([*GRADE, "adjust", str(out), "bob", "--points", "-5", "--reason", "late by a day", "--by", "ta"],
-                   check=True, capture_output=True)
+    assert grade_here(capsys, "adjust", str(out), "bob", "--points", "-5", "--reason", "late by a day",
+                      "--by", "ta")[0] == 0
     (subs / "alice.py").write_text(REFERENCE.replace("return x, k", "return x, k + 1", 1), encoding="utf-8")
     before = outputs_of(out)
-    one = subprocess.run([*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox",
-                          "--only", "alice"], capture_output=True, text=True)
-    assert one.returncode == 0, one.stdout + one.stderr  # only alice was asked for
-    assert "1 submission(s): 1 graded, 0 not graded" in one.stdout
+    code, one = grade_here(capsys, *cmd, "--only", "alice")
+    assert code == 0, one  # only alice was asked for
+    assert "1 submission(s): 1 graded, 0 not graded" in one
     after = outputs_of(out)
     alice = Report.model_validate_json(after["alice.json"])
     assert alice.score < 100
@@ -275,10 +290,10 @@ def test_a_batch_ends_with_the_truth_and_a_regrade_updates_everything_together(t
         assert book.reports()["alice"].score == alice.score and book.adjustments()["bob"][0].points == -5
     # one file graded into the batch's folder is a regrade of the student it was graded for
     (subs / "alice.py").write_text(REFERENCE, encoding="utf-8")
-    single = subprocess.run([*GRADE, str(subs / "alice.py"), "-o", str(out), "-a", "ch2-jit", "--seed", "3",
-                             "--no-sandbox"], capture_output=True, text=True)
-    assert single.returncode == 0, single.stdout + single.stderr
-    assert "Total 100 / 100" in single.stdout
+    code, single = grade_here(capsys, str(subs / "alice.py"), "-o", str(out), "-a", "ch2-jit", "--seed", "3",
+                              "--no-sandbox")
+    assert code == 0, single
+    assert "Total 100 / 100" in single
     rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").read_text().splitlines())}
     assert rows["alice"]["score"] == "100" and sorted(rows) == ["alice", "bob", "carol", "dave"]
 
@@ -293,8 +308,10 @@ def test_a_tampered_then_fixed_tolerance_regrades_the_assignment(tmp_path: Path)
     subs.mkdir()
     (subs / "alice.py").write_text(REFERENCE, encoding="utf-8")
     options = OPTIONS.model_copy(update={"assignment": str(folder), "sandbox": False})
+    from grader.batch import warm_worker
     from grader.batch.run import grade_many
 
+    warm_worker.current()  # one warm worker for the four batches (each would boot and close its own)
     assert grade_many([subs], out, options).graded == 1
     assert grade_many([subs], out, options).resumed == 1
     # tampered: the tax checks demand an exactness float32 cannot give
@@ -309,13 +326,15 @@ def test_a_tampered_then_fixed_tolerance_regrades_the_assignment(tmp_path: Path)
 
 
 @pytest.mark.kernel
-def test_a_regrade_killed_midway_leaves_the_old_consistent_state(tmp_path: Path) -> None:
+def test_a_regrade_killed_midway_leaves_the_old_consistent_state(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
     for name in ("alice", "bob"):
         (subs / f"{name}.py").write_text(REFERENCE, encoding="utf-8")
-    base = [*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox"]
-    subprocess.run(base, check=True, capture_output=True)
+    args = [str(subs), "-o", str(out), "-a", "ch2-jit", "--seed", "3", "--no-sandbox"]
+    base = [*GRADE, *args]
+    assert grade_here(capsys, *args)[0] == 0  # the batch before, graded in this process
     before = outputs_of(out)
     (subs / "bob.py").write_text(REFERENCE + "\nimport time\ntime.sleep(600)\n", encoding="utf-8")
     proc = subprocess.Popen([*base, "--only", "bob", "--timeout", "300"], stdout=subprocess.PIPE,
@@ -329,8 +348,8 @@ def test_a_regrade_killed_midway_leaves_the_old_consistent_state(tmp_path: Path)
     assert outputs_of(out) == before  # nothing of the regrade is visible
     # the next run discards the staged half and grades again
     (subs / "bob.py").write_text(REFERENCE, encoding="utf-8")
-    done = subprocess.run([*base, "--only", "bob"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    code, done = grade_here(capsys, *args, "--only", "bob")
+    assert code == 0, done
     assert not (out / STAGING).exists()
     assert Report.model_validate_json((out / "bob.json").read_text()).score == 100
 
