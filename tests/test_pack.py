@@ -255,22 +255,25 @@ def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_
         "assert 'site-packages' in jax_course_ch2_jit.__file__, jax_course_ch2_jit.__file__\n"
         "from jax_course_ch2_jit import check\n"
         "ns = runpy.run_path(sys.argv[1])\n"
-        "if len(sys.argv) > 2:\n"
-        "    exec(sys.argv[2], ns)\n"
-        "for exercise in ('tax', 'newton', 'detective', 'training'):\n"
-        "    check(exercise, 'ch2-jit', namespace=ns, seed=1)\n"
+        "def check_all():\n"
+        "    for exercise in ('tax', 'newton', 'detective', 'training'):\n"
+        "        check(exercise, 'ch2-jit', namespace=ns, seed=1)\n"
+        "check_all()\n"
         "import json, os\n"
         "packed = {m for m in sys.modules if m.split('.')[0] in ('grader', 'jax_course_ch2_jit')}\n"
-        "open(os.environ['LOADED'], 'w').write(json.dumps(sorted(packed)))\n")
+        "open(os.environ['LOADED'], 'w').write(json.dumps(sorted(packed)))\n"
+        "print('=' * 20, 'REDEFINED', flush=True)\n"
+        "exec(sys.argv[2], ns)\n"
+        "check_all()\n")
     reference = str(repo_root / "solutions" / "ch2-jit.py")
-
-    def selfcheck(*extra: str) -> str:
-        run = subprocess.run([str(python), str(script), reference, *extra], capture_output=True, text=True,
-                             cwd=tmp_path, env={**env, "LOADED": str(tmp_path / "loaded.json")})
-        assert run.returncode == 0, run.stderr[-3000:]
-        return run.stdout
-
-    right = selfcheck()
+    # one Python for both runs (each costs a JAX import and a child's start): the reference's
+    # self-check, then, as a student redefines a function in the notebook and checks again, a
+    # wrong tax_vectorized in the same namespace
+    run = subprocess.run([str(python), str(script), reference,
+                          "tax_vectorized = jax.jit(lambda income: income * 0.1)"], capture_output=True,
+                         text=True, cwd=tmp_path, env={**env, "LOADED": str(tmp_path / "loaded.json")})
+    assert run.returncode == 0, run.stderr[-3000:]
+    right, wrong = run.stdout.split("=" * 20 + " REDEFINED\n")
     # the self-check loads only what the pack holds: the judging core, the checks, the models, the
     # wings' inside/ (no kernel client, sandbox, batch or class tool is in it, or needed), and
     # nothing of a `grader` package (there is none in this venv: nothing looks one up by name)
@@ -282,7 +285,6 @@ def _self_checks_a_module(venv: Path, env: dict[str, str], repo_root: Path, tmp_
         "course")))], loaded
     assert "✗" not in right and "!" not in right.replace("⏳", ""), right
     assert right.count("⏳") == 4 and "8 checked when you hand in (20 pts)" in right  # the detective
-    wrong = selfcheck("tax_vectorized = jax.jit(lambda income: income * 0.1)")
     assert "✗ " in wrong and "expected 0.0" in wrong
     assert "✗ newton" not in wrong and "! newton" not in wrong  # only the broken function's checks fail
 
@@ -370,17 +372,18 @@ def _visible(report: dict) -> dict[str, str]:
             if c.get("reason") != "on_hand_in"}
 
 
-def _with_mutant(repo_root: Path, target: Path, mutant: str) -> Path:
-    """The reference notebook with a mutant's code appended to its exercise's answer cell."""
+def _with_mutants(repo_root: Path, target: Path, *mutants: str) -> Path:
+    """The reference notebook with each mutant's code appended to its exercise's answer cell."""
     import nbformat
 
-    exercise = mutant.split("_", 1)[0]
     notebook = nbformat.read(repo_root / "solutions" / "ch2-jit.ipynb", as_version=4)
-    code = (repo_root / "assignments" / "ch2-jit" / "mutants" / f"{mutant}.py").read_text(encoding="utf-8")
     cells = notebook.cells
-    answer = next(cells[i - 1] for i, c in enumerate(cells)
-                  if "selfcheck" in c.metadata.get("tags", []) and f'check("{exercise}"' in c.source)
-    answer.source += "\n\n" + code
+    for mutant in mutants:
+        exercise = mutant.split("_", 1)[0]
+        code = (repo_root / "assignments" / "ch2-jit" / "mutants" / f"{mutant}.py").read_text(encoding="utf-8")
+        answer = next(cells[i - 1] for i, c in enumerate(cells)
+                      if "selfcheck" in c.metadata.get("tags", []) and f'check("{exercise}"' in c.source)
+        answer.source += "\n\n" + code
     nbformat.write(notebook, target)
     return target
 
@@ -459,13 +462,23 @@ def _grade_fails_a_wrong_notebook_where_the_instructor_s_grade_does(venv: Path, 
     from grader import GradeOptions
 
     work = tmp_path / "grade"
-    for mutant in WRONG:
-        notebook = _with_mutant(repo_root, work / f"{mutant}.ipynb", mutant)
-        done = _pack_grade(venv, env, work, notebook.name, "--json", f"{mutant}.json")
-        assert done.returncode == 0, done.stderr[-3000:]
-        ours = _visible(json.loads((work / f"{mutant}.json").read_text()))
-        theirs = grade_warm(notebook, GradeOptions(assignment="ch2-jit", seed=5))
-        instructor = {c.id: c.status for e in theirs.exercises for c in e.checks if c.id in ours}
+    # the three mutants, each in its own exercise (which is judged on its own), in one notebook:
+    # one grading by each grader instead of three
+    assert len({m.split("_", 1)[0] for m in WRONG}) == len(WRONG)
+    notebook = _with_mutants(repo_root, work / "wrong.ipynb", *WRONG)
+    done = _pack_grade(venv, env, work, notebook.name, "--json", "wrong.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((work / "wrong.json").read_text())
+    theirs = grade_warm(notebook, GradeOptions(assignment="ch2-jit", seed=5))
+    ours = _visible(report)
+    instructor = {c.id: c.status for e in theirs.exercises for c in e.checks if c.id in ours}
+    assert sorted(i for i, s in ours.items() if s != "passed") == sorted(
+        i for i, s in instructor.items() if s != "passed")
+    for mutant in WRONG:  # and each mutant fails checks of its exercise, the same in both
+        exercise = mutant.split("_", 1)[0]
+        ours = _visible({"exercises": [e for e in report["exercises"] if e["id"] == exercise]})
+        instructor = {c.id: c.status for e in theirs.exercises if e.id == exercise for c in e.checks
+                      if c.id in ours}
         assert sorted(i for i, s in ours.items() if s != "passed") == sorted(
             i for i, s in instructor.items() if s != "passed") != [], mutant
 
@@ -759,6 +772,16 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU time a process has used (user and system, all its threads), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _running(pids: list[int]) -> list[int]:
     alive = []
     for pid in pids:
@@ -789,14 +812,35 @@ def test_the_pack_s_grade_stops_an_endless_loop_at_the_limit_and_on_ctrl_c(submi
     assert set(tax.values()) == {"passed"}
     assert took < 90, took
 
-    grading = subprocess.Popen([sys.executable, "-m", "grader.selfgrade", notebook.name], cwd=notebook.parent,
+    # Ctrl-C once the loop runs: the same notebook, whose newton_sqrt writes, as JAX traces it, the
+    # pid of the Python tracing it to a file; SIGINT goes when that Python has spent a second of CPU
+    # since (compiling the loop takes a fraction of that: the rest is the loop, inside XLA); it is
+    # not a fixed wait, which on a loaded machine ends before the loop starts or long after
+    import nbformat
+
+    marked = notebook.with_name("marked.ipynb")
+    nb = nbformat.read(notebook, as_version=4)
+    (cell,) = [c for c in nb.cells if "    def cond_fun(state):" in c.source]
+    cell.source = cell.source.replace("    def cond_fun(state):", "    open('tracing', 'a').write("
+                                      "f\"{__import__('os').getpid()}\\n\")\n    def cond_fun(state):", 1)
+    nbformat.write(nb, marked)
+    tracing = marked.parent / "tracing"
+    grading = subprocess.Popen([sys.executable, "-m", "grader.selfgrade", marked.name], cwd=marked.parent,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not _descendants(grading.pid) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120
+        while not (tracing.exists() and tracing.read_text().endswith("\n")) and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(8)  # well into the endless loop (the first cells take a few seconds)
+        assert tracing.exists(), "newton_sqrt was never traced"
+        tracer = int(tracing.read_text().split()[0])
+        assert tracer in _descendants(grading.pid)  # the notebook's Python
+        spent = _cpu_seconds(tracer) or 0.0
+        while time.monotonic() < deadline:
+            now = _cpu_seconds(tracer)
+            if now is None or now - spent >= 1:  # None: stopped at the limit, the exported program's loop runs
+                break
+            time.sleep(0.1)
         started_children = _descendants(grading.pid)
         assert started_children and grading.poll() is None
         os.killpg(grading.pid, signal.SIGINT)  # what the terminal's Ctrl-C does to the foreground group
