@@ -182,6 +182,27 @@ def test_ctrl_c_while_waiting_says_the_hand_in_stays_and_where_to_read_it(tmp_pa
     assert [job["state"] for job in standin.jobs.values()] == ["queued"]
 
 
+def test_a_ctrl_c_a_finalizer_dropped_still_stops_the_wait() -> None:
+    """Python drops a signal's exception raised inside a finalizer (a connection closing as the
+    poll ends); the command line's handler latched it, and the waiting loop raises it then
+    instead of polling on until its limit (seen once in a full run: the pack hung past Ctrl-C)."""
+    from grader import interrupts
+    from grader.selfgrade.hand_in import wait
+
+    class Polled:
+        url, calls = "http://127.0.0.1:9", 0
+
+        def status(self, hand_in: str) -> dict:
+            self.calls += 1
+            interrupts.latch()  # what _on_sigint did before its exception was dropped
+            return {"state": "queued"}
+
+    service = Polled()
+    with interrupts.handled(), pytest.raises(KeyboardInterrupt):
+        wait(service, "h1", lambda state: None, wait_s=2.0)
+    assert service.calls == 1
+
+
 @pytest.mark.kernel
 def test_not_graded_says_the_service_s_sentence_and_exits_3(tmp_path: Path) -> None:
     standin = StandIn(outcome="not_graded")

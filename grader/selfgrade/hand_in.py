@@ -335,6 +335,7 @@ def wait(service: Service, hand_in: str, on_state: Callable[[dict], None], *, wa
     pause = 0.05
     lost_since: float | None = None
     while True:
+        interrupts.check()  # a Ctrl-C whose exception a finalizer dropped (a closing connection's)
         try:
             state = service.status(hand_in)
             lost_since = None
