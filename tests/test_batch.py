@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import terminal_ctrl_c
 
 from grader.batch.discovery import discover
 from grader.batch.executors import SerialExecutor, Task, error_report
@@ -173,12 +174,7 @@ def recorded(out: Path, student: str) -> bool:
         db.close()
 
 
-# `grade` with the Ctrl-C a terminal gives it, whatever this test process's is: a SIGINT ignored
-# here would be inherited, and the command line rightly keeps an ignored Ctrl-C ignored
-# (`grade DIR &`). Not preexec_fn: a fork of this process, where JAX runs threads, is refused.
-GRADE_WITH_A_TERMINALS_CTRL_C = [
-    sys.executable, "-c", "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                          "runpy.run_module('grader', run_name='__main__', alter_sys=True)"]
+GRADE_WITH_A_TERMINALS_CTRL_C = terminal_ctrl_c.python_module("grader")  # tests/terminal_ctrl_c.py says why
 
 
 @pytest.mark.kernel

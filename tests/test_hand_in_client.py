@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import terminal_ctrl_c
 
 from hand_in_servers import (RealService, StandIn, closed_port, forwarding_proxy, real_service, redirecting, refusal,
                              serving)
@@ -161,12 +162,8 @@ def test_ctrl_c_while_waiting_says_the_hand_in_stays_and_where_to_read_it(tmp_pa
     _notebook(tmp_path)
     _token_file(tmp_path, standin.token)
     with serving(standin.app()) as url:
-        # with the Ctrl-C a terminal gives it, whatever this process's is: a runner started in the
-        # background (`make test &`) ignores SIGINT, its children inherit that, and the pack rightly keeps
-        # an ignored Ctrl-C ignored (it then waited its 600 s here)
         grading = subprocess.Popen(
-            [sys.executable, "-c", "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                                   "runpy.run_module('grader.selfgrade', run_name='__main__', alter_sys=True)",
+            [*terminal_ctrl_c.python_module("grader.selfgrade"),  # tests/terminal_ctrl_c.py says why
              "submit.ipynb", "--hand-in", url, "--token-file", "token"],
             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)

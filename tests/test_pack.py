@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import terminal_ctrl_c
 
 from grader import assignment as assignments
 from grader.cases import materialize
@@ -825,7 +826,8 @@ def test_the_pack_s_grade_stops_an_endless_loop_at_the_limit_and_on_ctrl_c(submi
                                       "f\"{__import__('os').getpid()}\\n\")\n    def cond_fun(state):", 1)
     nbformat.write(nb, marked)
     tracing = marked.parent / "tracing"
-    grading = subprocess.Popen([sys.executable, "-m", "grader.selfgrade", marked.name], cwd=marked.parent,
+    grading = subprocess.Popen([*terminal_ctrl_c.python_module("grader.selfgrade"), marked.name],
+                               cwd=marked.parent,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:

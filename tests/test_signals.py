@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+import terminal_ctrl_c
 
 from grader.sandbox import layers as sandbox
 
@@ -27,7 +27,7 @@ WAIT_S = 120  # bound of every poll below; a healthy run takes a few seconds
 
 def _start(args: list[str], tmpdir: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "TMPDIR": str(tmpdir)}
-    return subprocess.Popen([sys.executable, "-m", "grader", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([*terminal_ctrl_c.python_module("grader"), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
