@@ -773,16 +773,6 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """The CPU time a process has used (user and system, all its threads), None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _running(pids: list[int]) -> list[int]:
     alive = []
     for pid in pids:
@@ -837,9 +827,9 @@ def test_the_pack_s_grade_stops_an_endless_loop_at_the_limit_and_on_ctrl_c(submi
         assert tracing.exists(), "newton_sqrt was never traced"
         tracer = int(tracing.read_text().split()[0])
         assert tracer in _descendants(grading.pid)  # the notebook's Python
-        spent = _cpu_seconds(tracer) or 0.0
+        spent = terminal_ctrl_c.cpu_seconds(tracer) or 0.0
         while time.monotonic() < deadline:
-            now = _cpu_seconds(tracer)
+            now = terminal_ctrl_c.cpu_seconds(tracer)
             if now is None or now - spent >= 1:  # None: stopped at the limit, the exported program's loop runs
                 break
             time.sleep(0.1)

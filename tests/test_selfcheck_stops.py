@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import terminal_ctrl_c
 
 from grader.judging import local
 from grader.judging.local import LocalProber
@@ -118,16 +119,6 @@ def kernel():
         manager.shutdown_kernel(now=True)
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """The CPU time a process has used (user and system, all its threads), None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _run(manager, client, code: str, interrupt_when: Callable[[], bool] | None = None
          ) -> tuple[list, float | None]:
     """The cell's stream texts and errors ((ename, traceback)); and, when it was interrupted
@@ -176,9 +167,9 @@ def test_in_jupyter_the_limit_and_ctrl_c_stop_an_endless_while_loop_with_a_sente
     running = int(out[0])
     # stopped once the child has spent a second of CPU on this cell (loading and compiling the
     # exported loop take a fraction of that: the rest is the loop, inside XLA); its limit: 30 s
-    spent = _cpu_seconds(running) or 0.0
+    spent = terminal_ctrl_c.cpu_seconds(running) or 0.0
     out, after = _run(manager, client, 'check("newton", "ch2-jit")',
-                      interrupt_when=lambda: (_cpu_seconds(running) or spent + 1) - spent >= 1)
+                      interrupt_when=lambda: (terminal_ctrl_c.cpu_seconds(running) or spent + 1) - spent >= 1)
     assert out == [("Stopped", [INTERRUPTED])]
     assert after is not None and after < 2  # at once
     out, _ = _run(manager, client, f"import os\ntry:\n    os.kill({running}, 0)\nexcept ProcessLookupError:\n"
