@@ -541,13 +541,10 @@ def test_cli_one_notebook_naming_a_path_exits_2_with_one_line(tmp_path: Path) ->
 # ----------------------------------------------------------------------------- end to end
 
 
-def grade_warm(path: Path, options: GradeOptions):
-    """Graded as the tests of what a submission's code does grade (tests/warm_grading.py: a kernel
-    forked from the worker's warm one; what is read here is the file, which grade_one reads either
-    way), not in a fresh kernel of its own: `grade FILE`'s fresh path is the CLI and kernel tests'."""
-    from warm_grading import grade_warm
-
-    return grade_warm(path, options)
+# Graded on the warm worker (tests/warm_grading.py), as the tests of what a submission's code does:
+# what is read here is the file, which grade_one reads either way; `grade FILE`'s fresh path is the
+# CLI and kernel tests'.
+from warm_grading import grade_warm  # noqa: E402
 
 
 @pytest.mark.kernel
