@@ -37,9 +37,10 @@ pytestmark = [pytest.mark.kernel,
 ATTACK = '''
 # %% [attack]
 import os, time
-def _mark(name, text=""):
-    with open(os.path.join(MARKS, name), "w") as f:
+def _mark(name, text=""):  # whole or not at all: the daemon may be killed mid-write
+    with open(os.path.join(MARKS, ".partial-" + name), "w") as f:
         f.write(text)
+    os.replace(os.path.join(MARKS, ".partial-" + name), os.path.join(MARKS, name))
 _mark("ran", str(os.getuid()))
 for _what, _path in (("assignment", ROOT + "/source/assignments/ch2-jit/references.py"),
                      ("bundle", ROOT + "/source/run_autograder"), ("environ", "/proc/1/environ")):

@@ -245,8 +245,11 @@ def test_byte_identical_copies_meet_different_hidden_inputs_and_stay_one_group(t
 
     from grader.term.report_command import analyze_batch
 
+    # wrong only above 5e8: every seed's draws hold the domain's top (1e9), and too few values above 5e8 for
+    # any seed to stop the structure checks taking the program as its attempt (at 1.5e6 one seed in a few
+    # drew enough to, and its student read a message the other did not: a flaky test, not a finding)
     tax = UNUSUAL.split("@jax.jit\ndef newton_sqrt")[0].replace(
-        "    return low + mid + high", "    return jnp.where(income > 1.5e6, 2.0, 1.0) * (low + mid + high)")
+        "    return low + mid + high", "    return jnp.where(income > 5e8, 2.0, 1.0) * (low + mid + high)")
     source = "\n\n".join(f"# %% [{t}]\n{tax if t == 'tax' else body}" for t, body in reference_sections.items())
     subs = tmp_path / "subs"
     subs.mkdir()
