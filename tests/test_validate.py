@@ -230,3 +230,46 @@ def test_each_exercise_reports_its_domains_and_its_overfit_and_lookalike_verdict
     dumped = json.loads(validation.model_dump_json())["assignments"][0]["exercises"]
     assert {e["exercise"] for e in dumped} == {"tax", "newton", "detective", "training"}
     assert exercise_item("training") in planned_items("ch2-jit", {"overfit"})
+
+
+@pytest.mark.kernel
+def test_assignments_are_graded_in_one_pool_and_each_keeps_its_own_rows(monkeypatch) -> None:
+    """Two assignments validated at once hand their gradings to one executor (one pool's start,
+    one pool's last grading), items graded whole before those graded on some exercises; each
+    report reaches its own assignment's rows, in its items' order. A pool that breaks midway is a
+    row of each assignment it left unfinished, not of one already done."""
+    from grader.batch.executors import error_report
+    from grader.course.validate import validate_all
+
+    maps: list[list] = []
+
+    class Recording:
+        def map(self, given):
+            maps.append(list(given))
+            for task in maps[-1]:
+                yield task, error_report(task, "-").model_copy(update={"status": "graded", "error": None})
+
+    monkeypatch.setattr("grader.batch.executors.SerialExecutor", Recording)
+    validation = validate_all(["ch2-practice", "ch2-scan"], workers=1, families={"lookalike"})
+    (tasks,) = maps
+    owners = [task.options.assignment for task in tasks]
+    assert owners == sorted(owners) and set(owners) == {"ch2-practice", "ch2-scan"}
+    for name in ("ch2-practice", "ch2-scan"):
+        whole = [task.options.exercises is None for task in tasks if task.options.assignment == name]
+        assert whole == sorted(whole, reverse=True) and any(whole) and not all(whole)
+    practice, scan = validation.assignments
+    assert {r.assignment for r in practice.rows} == {"ch2-practice"} and {r.assignment for r in scan.rows} == {"ch2-scan"}
+    graded = [r.item for r in scan.rows if r.duration_s is not None]
+    assert graded[0].startswith("solutions/") and graded[-1].startswith("derived ")  # the items' order
+
+    class BreaksAfterTheFirstAssignment:
+        def map(self, given):
+            for task in given:
+                if task.options.assignment != "ch2-practice":
+                    raise RuntimeError("the pool broke")
+                yield task, error_report(task, "-").model_copy(update={"status": "graded", "error": None})
+
+    monkeypatch.setattr("grader.batch.executors.SerialExecutor", BreaksAfterTheFirstAssignment)
+    broken = validate_all(["ch2-practice", "ch2-scan"], workers=1, families={"lookalike"})
+    practice, scan = ([r for r in v.rows if r.item == "grading"] for v in broken.assignments)
+    assert practice == [] and len(scan) == 1 and scan[0].bug and "the pool broke" in scan[0].detail

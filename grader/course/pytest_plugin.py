@@ -4,9 +4,11 @@ Registered as the `pytest11` entry point `grade-assignments`, so installing the 
 enough: every `assignments/<id>/assignment.toml` under the paths pytest collects becomes one
 test file, whose items are what `grade validate` checks (the spec, the requirements, each
 reference solution, the template, each hand-written mutant, each derived mutant and honest
-variant, "every check can fail"). The whole assignment is validated once, when its first item
-runs, through the batch path; each item then passes or fails with its row, and a failing item
-names the mutant, the checks that should have killed it and the requirement they verify.
+variant, "every check can fail"). The whole assignment is validated once, when the first item
+runs, through the batch path, together with every other assignment of its course folder that
+has a selected item (one pool of workers for all); each item then passes or fails with its row,
+and a failing item names the mutant, the checks that should have killed it and the requirement
+they verify.
 
     pytest assignments                       # every assignment
     pytest assignments -k "derived and tax"  # a selection still validates the whole assignment
@@ -35,6 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _VALIDATED: list[Any] = []  # every assignment validated in this session, for --grade-json / --grade-html
+_TOGETHER = pytest.StashKey[dict[Path, list["AssignmentFile"]]]()  # course folder -> its selected assignments
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -49,6 +52,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         outputs.write(json_file, validation.model_dump_json(indent=2) + "\n")
     if html_file:
         outputs.write(html_file, outputs.page(validation))
+
+
+@pytest.hookimpl(trylast=True)  # after `-k` and `-m` deselected what they deselect
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The assignments of one course folder that have selected items are validated together,
+    in one pool of workers (`validate_all`)."""
+    together: dict[Path, list[AssignmentFile]] = {}
+    for item in items:
+        if isinstance(item.parent, AssignmentFile):
+            files = together.setdefault(item.parent.path.parent.parent, [])
+            if item.parent not in files:
+                files.append(item.parent)
+    config.stash[_TOGETHER] = together
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -92,13 +108,20 @@ class AssignmentFile(pytest.File):
         yield ValidationItem.from_parent(self, name="nothing else is wrong")
 
     def rows(self) -> dict[str, Any]:
+        """Its rows, validated on first use together with the other selected assignments of its
+        course folder: one pool's start and one pool's last grading for all of them."""
         if self._rows is None:
             from grader.course.validate import validate_all
 
-            with _assignments_at(self.path.parent.parent):
-                found = validate_all([self.assignment_id], workers=self.config.getoption("grade_jobs"))
+            folder = self.path.parent.parent
+            files = self.config.stash.get(_TOGETHER, {}).get(folder) or []
+            files = files if self in files else [self]
+            with _assignments_at(folder):
+                found = validate_all([f.assignment_id for f in files], workers=self.config.getoption("grade_jobs"))
             _VALIDATED.extend(found.assignments)
-            self._rows = {r.item: r for r in found.rows}
+            for file in files:
+                file._rows = {r.item: r for r in found.rows if r.assignment == file.assignment_id}
+        assert self._rows is not None
         return self._rows
 
 

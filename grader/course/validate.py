@@ -31,11 +31,11 @@ import multiprocessing
 import pickle
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
@@ -53,6 +53,9 @@ from grader.inert import MESSAGE_LIMIT, name, terminal
 from grader.options import GradeOptions
 from grader.report import Report
 from grader.spec import AssignmentSpec
+
+if TYPE_CHECKING:
+    from grader.batch.executors import Task
 
 SEED = 1
 _FAILS = re.compile(r"^#\s*fails:\s*(?P<ids>.+?)\s*$")
@@ -296,6 +299,10 @@ class _Validator:
         self._ranks: dict[int, int] = {}  # id() of a row or matrix row -> its rank
         self._duration: float | None = None  # the grading of the item being judged, as its report says
         self._grading_failed = False
+        self._loaded: Assignment | None = None
+        self._items_planned: list[_Item] = []
+        self._seen_failing: set[str] = set()
+        self._done = 0
 
     def row(self, item: str, ok: bool, detail: str = "", bug: bool = False, kind: Kind = "spec") -> None:
         made = Row(assignment=self.name, item=item, ok=ok, detail=detail, bug=bug, kind=kind,
@@ -342,28 +349,46 @@ class _Validator:
         self._hints(loaded)
         return loaded, self._items(loaded)
 
-    def run(self) -> AssignmentValidation:
+    def prepare(self) -> list[_Item]:
+        """Plan what will be graded and compile the reference's programs once for every item;
+        nothing to grade when the spec does not load."""
         self._status()
         planned = self.plan()
         if planned is None:
+            return []
+        self._loaded, self._items_planned = planned
+        precompile.ensure(self._loaded)  # the reference's programs compiled once for every item
+        self._rank = len(self._items_planned) + 1
+        self._status(0, len(self._items_planned))
+        return self._items_planned
+
+    def judge(self, index: int, report: Report) -> None:
+        """One item's report, in whatever order the gradings finish."""
+        assert self._loaded is not None
+        after, self._done = self._rank, self._done + 1
+        self._rank, self._duration = index + 1, report.duration_s
+        self._judge_item(self._loaded, self._items_planned[index], report, self._seen_failing)
+        self._rank, self._duration = after, None
+        self._status(self._done, len(self._items_planned))
+
+    def pending(self) -> bool:
+        return self._done < len(self._items_planned)
+
+    def grading_failed(self, exc: Exception) -> None:
+        self._grading_failed = True
+        self.row("grading", False, f"the grader could not grade this assignment: {one_line(exc)}", bug=True)
+
+    def finish(self) -> AssignmentValidation:
+        """The rows that read every item's verdict at once, then the result in the items' order."""
+        loaded, items = self._loaded, self._items_planned
+        if loaded is None:
             return self.result()
-        loaded, items = planned
-        precompile.ensure(loaded)  # the reference's programs compiled once for every item
-        after = len(items) + 1
-        self._rank = after
-        self._status(0, len(items))
-        seen_failing: set[str] = set()
-        for done, (index, report) in enumerate(self._reports(items), start=1):
-            self._rank, self._duration = index + 1, report.duration_s
-            self._judge_item(loaded, items[index], report, seen_failing)
-            self._rank, self._duration = after, None
-            self._status(done, len(items))
         self._in_item_order()
         if self._grading_failed:
             return self.result()
         self._stale_declarations(loaded, items)
         self._per_exercise(loaded)
-        uncovered = set(self.check_ids) - seen_failing
+        uncovered = set(self.check_ids) - self._seen_failing
         mutants = sum(1 for i in items if i.kind in ("mutant", "derived"))
         self.row(COVERAGE_ITEM, not uncovered,
                  f"{len(self.check_ids)} checks, {mutants} mutants" if not uncovered
@@ -480,23 +505,13 @@ class _Validator:
         path.write_text(text, encoding="utf-8")
         return path
 
-    def _reports(self, items: list[_Item]) -> Iterator[tuple[int, Report]]:
-        """(index of the item, its report) as each grading finishes, in any order, through the
-        batch path: worker processes with warm kernels. What the caller does with a report (print
-        it to a closed pipe, say) raises in the caller, never in the `except` below."""
-        from grader.batch.executors import LocalExecutor, SerialExecutor, Task
+    def tasks(self) -> list[Task]:
+        """One task per planned item, named by its assignment and key (unique in a shared pool)."""
+        from grader.batch.executors import Task
 
         options = GradeOptions(assignment=self.name, seed=SEED)
-        index = {item.key: k for k, item in enumerate(items)}
-        tasks = [Task(student=i.key, path=str(i.path),
-                      options=options.model_copy(update={"exercises": i.graded_on})) for i in items]
-        executor = LocalExecutor(self.workers) if self.workers > 1 else SerialExecutor()
-        try:
-            for task, report in executor.map(tasks):
-                yield index[task.student], report
-        except Exception as exc:  # noqa: BLE001 - a broken machine or spec: one row, exit 3
-            self._grading_failed = True
-            self.row("grading", False, f"the grader could not grade this assignment: {one_line(exc)}", bug=True)
+        return [Task(student=f"{self.name}/{i.key}", path=str(i.path),
+                     options=options.model_copy(update={"exercises": i.graded_on})) for i in self._items_planned]
 
     # ------------------------------------------------------------------ verdicts
 
@@ -726,8 +741,47 @@ def validate_all(names: list[str] | None = None, *, workers: int = 2, families: 
     the validation (its workers too) and propagates: a closed stdout ends the run."""
     names = names or assignments.available()
     with tempfile.TemporaryDirectory(prefix="grade-validate-") as tmp:
-        return Validation(assignments=[_Validator(n, Path(tmp), workers, families, on_row, on_status).run()
-                                       for n in names])
+        validators = [_Validator(n, Path(tmp), workers, families, on_row, on_status) for n in names]
+        for validator in validators:
+            validator.prepare()
+        _grade_together(validators, workers)
+        return Validation(assignments=[v.finish() for v in validators])
+
+
+def _grade_together(validators: list[_Validator], workers: int) -> None:
+    """Every assignment's items in one pool of workers with warm kernels, each report judged
+    by its validator as it comes: the pool's start and the wait for its last grading are paid
+    once, not once an assignment. Within an assignment, items graded whole go first (the
+    longest), so that the last gradings are short ones. What a listener raises propagates (a
+    closed stdout ends the run); what the pool raises is a row of every assignment not done."""
+    from grader.batch.executors import LocalExecutor, SerialExecutor
+
+    owner: dict[str, tuple[_Validator, int]] = {}
+    tasks = []
+    for validator in validators:
+        made = validator.tasks()
+        for index, task in enumerate(made):
+            owner[task.student] = (validator, index)
+        tasks += sorted(made, key=lambda t: t.options.exercises is not None)
+    if not tasks:
+        return
+    executor = LocalExecutor(workers) if workers > 1 else SerialExecutor()
+    reports = executor.map(tasks)
+    try:
+        while True:
+            try:
+                task, report = next(reports)
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - a broken machine or spec: one row an assignment, exit 3
+                for validator in validators:
+                    if validator.pending():
+                        validator.grading_failed(exc)
+                return
+            validator, index = owner[task.student]
+            validator.judge(index, report)  # outside the try: what a listener raises is not the pool's
+    finally:
+        reports.close()  # its workers stopped, whatever ended the loop
 
 
 def validate(names: list[str] | None = None, *, workers: int = 2, families: set[str] | None = None) -> list[Row]:

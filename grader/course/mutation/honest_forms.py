@@ -204,7 +204,7 @@ def _without_jit(build: MutantSink, use: FunctionUse, facts: FunctionFacts | Non
         return
     undecorated = _without_decorators(found, "jit")
     if undecorated is None:
-        build.not_applicable(name, "honest", use, f"its jax.jit result has no __wrapped__, and its def has no "
+        build.not_applicable(name, "honest", use, "its jax.jit result has no __wrapped__, and its def has no "
                              "jit decorator to take away", expected=[], summary=summary)
         return
     build.add(name, "honest", summary, use, snippets.redefined(use.name, undecorated), expected=[])
