@@ -46,7 +46,7 @@ def dask_cost(subs: Path, out: Path):
     from distributed import LocalCluster
 
     with dask.config.set({"temporary-directory": str(out.parent / "dask-scratch")}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         return measured([[*GRADE, str(subs), "-o", str(out), "-a", "ch2-jit", "--scheduler", cluster.scheduler_address]])
 
 

@@ -79,10 +79,11 @@ def test_worker_problems_name_the_worker_and_the_fix() -> None:
 @pytest.fixture(scope="module")
 def cluster_client(tmp_path_factory: pytest.TempPathFactory):
     # Dask's scratch (by default /tmp/dask-scratch-space, kept after the cluster stops) in the
-    # test's own temporary folder
+    # test's own temporary folder; its scheduler's HTTP server (metrics, health) on a free port: with
+    # dashboard_address=None it still takes 8787, and a cluster another test runs beside it holds that
     with dask.config.set({"temporary-directory": str(tmp_path_factory.mktemp("dask"))}), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                     dashboard_address=None) as cluster, \
+                                     dashboard_address=":0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         yield client
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.kernel
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[distributed.Client]:
     with dask.config.set({"temporary-directory": str(tmp_path_factory.mktemp("dask"))}), \
             distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address=None, preload=["grader.batch.preload"]) as local, \
+                                     dashboard_address=":0", preload=["grader.batch.preload"]) as local, \
             distributed.Client(local, set_as_default=False) as client:
         yield client
 

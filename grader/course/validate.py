@@ -506,11 +506,11 @@ class _Validator:
         return path
 
     def tasks(self) -> list[Task]:
-        """One task per planned item, named by its assignment and key (unique in a shared pool)."""
+        """One task per planned item, named by its key (its assignment tells it from another's)."""
         from grader.batch.executors import Task
 
         options = GradeOptions(assignment=self.name, seed=SEED)
-        return [Task(student=f"{self.name}/{i.key}", path=str(i.path),
+        return [Task(student=i.key, path=str(i.path),
                      options=options.model_copy(update={"exercises": i.graded_on})) for i in self._items_planned]
 
     # ------------------------------------------------------------------ verdicts
@@ -756,12 +756,12 @@ def _grade_together(validators: list[_Validator], workers: int) -> None:
     closed stdout ends the run); what the pool raises is a row of every assignment not done."""
     from grader.batch.executors import LocalExecutor, SerialExecutor
 
-    owner: dict[str, tuple[_Validator, int]] = {}
+    owner: dict[tuple[str | None, str], tuple[_Validator, int]] = {}  # (assignment, item) -> its validator
     tasks = []
     for validator in validators:
         made = validator.tasks()
         for index, task in enumerate(made):
-            owner[task.student] = (validator, index)
+            owner[task.options.assignment, task.student] = (validator, index)
         tasks += sorted(made, key=lambda t: t.options.exercises is not None)
     if not tasks:
         return
@@ -778,7 +778,7 @@ def _grade_together(validators: list[_Validator], workers: int) -> None:
                     if validator.pending():
                         validator.grading_failed(exc)
                 return
-            validator, index = owner[task.student]
+            validator, index = owner[task.options.assignment, task.student]
             validator.judge(index, report)  # outside the try: what a listener raises is not the pool's
     finally:
         reports.close()  # its workers stopped, whatever ended the loop
