@@ -13,7 +13,8 @@ the reason, never graded and never a survivor. `mutant_source` gives any mutant'
 (`grade validate --show ID`) without grading anything. Per exercise it reports the domain each declared
 argument is drawn from and what the derived `overfit` and `lookalike` families killed. Everything
 is graded through the batch path (warm kernels, the sandbox; a derived mutant on the exercises it
-changes alone, where its kill is read), and the kill matrix (mutant x check) is kept for the outputs.
+changes alone, where its kill is read; every assignment's items in one pool of workers), and the
+kill matrix (mutant x check) is kept for the outputs.
 
 A hand-written mutant is a Python file whose first lines are
 
