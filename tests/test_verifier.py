@@ -315,6 +315,60 @@ def test_a_knockout_job_is_given_the_modules_outputs_and_answers_facts_only() ->
         parse_result(line(facts=unfinished), VerifierJob(id="j", module=b"x", calls=[[arr([1.0, 2.0])]]))
 
 
+KEPT_SCRIPT = textwrap.dedent('''
+    import importlib.util, json, sys
+    from jax._src import compiler
+
+    compiled = []
+    real = compiler.backend_compile_and_load
+
+    def counting(*args, **kwargs):
+        compiled.append(1)
+        return real(*args, **kwargs)
+
+    compiler.backend_compile_and_load = counting
+    spec = importlib.util.spec_from_file_location("verifier_runtime", sys.argv[1])  # by path, as the verifier
+    runtime = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runtime)
+    runtime._warm_up()
+    if sys.argv[2] == "kept":
+        runtime.keep_serialized()
+    jobs = json.loads(sys.stdin.read())
+    before = len(compiled)
+    answers = [runtime.run_job(job) for job in jobs]
+    print(json.dumps({"compiles": len(compiled) - before, "answers": answers}))
+''')
+
+
+def test_a_module_run_again_in_a_later_job_is_loaded_not_compiled_and_answers_the_same(tmp_path) -> None:
+    """A verifier whose JAX reads a store (as the sandbox's does, never writing to it) keeps what
+    it compiled, serialized: the same module in a later job on other inputs (the hidden checks'
+    after the visible ones') is not compiled again; every answer is the one compiling gives."""
+    import subprocess
+
+    from grader.sandbox.layers import sandbox_environment
+
+    blob = serialized(newton, S((3,), F32))
+    other = serialized(lambda x: jnp.sin(x) * 3.0, S((3,), F32))
+    jobs = [json.loads(job_line(VerifierJob(id=name, module=module, calls=[[arr(x, np.float32)]])))
+            for name, module, x in (("visible", blob, [4.0, 9.0, 2.0]), ("other", other, [0.5, 1.0, 2.0]),
+                                    ("hidden", blob, [16.0, 0.25, 7.0]))]
+    runs = {}
+    for mode in ("kept", "compiled"):
+        store = tmp_path / mode
+        store.mkdir()
+        env = {**os.environ, **sandbox_environment(store, writable=False)}
+        done = subprocess.run([sys.executable, "-c", KEPT_SCRIPT, runtime.__file__, mode], input=json.dumps(jobs),
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+        assert list(store.iterdir()) == []  # nothing written to the store
+    assert runs["compiled"]["compiles"] == 3 and runs["kept"]["compiles"] == 2
+    assert runs["kept"]["answers"] == runs["compiled"]["answers"]
+    hidden = from_wire(ArrayValue.model_validate(runs["kept"]["answers"][2]["values"][0][0]))
+    np.testing.assert_allclose(hidden, np.sqrt([16.0, 0.25, 7.0]), rtol=1e-5)
+
+
 def test_the_allow_list() -> None:
     from jax._src.export import _export
 
