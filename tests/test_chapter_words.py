@@ -85,8 +85,10 @@ def self_check(namespace: dict, exercise: str, capsys: pytest.CaptureFixture) ->
     return capsys.readouterr().out
 
 
-def grade(path: Path) -> tuple[Report, str]:
-    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED))
+def grade(path: Path, *exercises: str) -> tuple[Report, str]:
+    """Graded whole, or on `exercises` alone: those whose mistake a test reads (the others are the
+    reference's, and the cells all still run)."""
+    report = grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED, exercises=exercises or None))
     return report, summary(report, width=100)
 
 
@@ -128,7 +130,7 @@ def test_a_traced_value_given_to_a_static_argument_is_told_as_one(tmp_path: Path
     trying to hash an object of type <class '...DynamicJaxprTracer'>, JitTracer(~int32[]). The
     error was:" (cut at its colon). After: the static argument, the traced value, the line."""
     path = module(tmp_path, *WRAPPED_STATIC[exercise])
-    report, terminal = grade(path)
+    report, terminal = grade(path, exercise)
     said = by_id(report)[TRACED_CHECK[exercise]].message or ""
     out = self_check(cells_run(path), exercise, capsys)
     for text in (said, out):
@@ -186,7 +188,7 @@ def test_a_global_lr_is_told_by_the_check_that_names_it(tmp_path: Path, capsys) 
     the lr argument, not a global") was "same wrong values as training.fori_agrees". After: the
     check that names the cause leads, the others point to it by its title, both ways."""
     path = module(tmp_path, *GLOBAL_LR)
-    report, terminal = grade(path)
+    report, terminal = grade(path, "training")
     fori = [c for c in by_id(report).values()
             if c.id.startswith("training.") and "train_fori" in c.title and c.status != "passed"]
     leads = [c for c in fori if c.reason != "same_cause"]
@@ -258,7 +260,7 @@ def test_a_cell_is_named_by_its_number_never_by_ipython_s_file_name(tmp_path: Pa
     path = notebook(tmp_path, "x0 = jnp.where(a < 1.0, 1.0, a)", "x0 = jnp.where(a < 1.0, 1.0, a")
     number = jupyter_number(path, "def newton_sqrt")
     assert number == 4
-    report, terminal = grade(path)
+    report, terminal = grade(path, "newton")
     (problem,) = report.cell_problems
     assert problem.message == f"cell {number}, line 3 raised SyntaxError: '(' was never closed", \
         problem.message
@@ -305,14 +307,14 @@ def test_a_message_of_several_lines_reads_as_one_on_a_terminal(tmp_path: Path, c
     2" on the terminal, and the self-check's "...: newton_sqrt is wrong:" stopped at its colon."""
     path = notebook(tmp_path, "predictions = [",
                     'assert False, "predictions look wrong:\\n  expected 1\\n  got 2"\npredictions = [')
-    report, terminal = grade(path)
+    report, terminal = grade(path, "detective")  # the cell of `predictions`: told under detective
     number = jupyter_number(path, "predictions = [")
     assert (f"✗ cell {number}, line 2 raised AssertionError: predictions look wrong: expected 1 got 2"
             in summary(report)), terminal
     raising = module(tmp_path, ("    x0 = jnp.where(a < 1.0, 1.0, a)",
                                 '    assert False, "newton_sqrt is wrong:\\n  expected 1\\n  got 2"'),
                      name="raising")
-    newton_report, newton_terminal = grade(raising)
+    newton_report, newton_terminal = grade(raising, "newton")
     out = self_check(cells_run(raising), "newton", capsys)
     whole = re.compile(r"AssertionError at (?:line \d+(?: of its cell)?|cell \d+, line \d+): newton_sqrt is wrong: "
                        r"expected 1 got 2")  # a module's file line, a notebook's cell and line

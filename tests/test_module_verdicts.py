@@ -17,8 +17,9 @@ pytestmark = pytest.mark.kernel
 SEED = 5
 
 
-def grade(path) -> Report:
-    return grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED))
+def grade(path, *exercises: str) -> Report:
+    """Graded whole, or on `exercises` alone where a test reads only theirs (the cells all still run)."""
+    return grade_warm(path, GradeOptions(assignment="ch2-jit", seed=SEED, exercises=exercises or None))
 
 
 def statuses(report: Report, exercise: str) -> dict[str, str]:
@@ -32,7 +33,7 @@ def messages(report: Report) -> str:
 def test_borrowed_jit_attributes_do_not_make_numpy_code_a_program(submission_from_reference) -> None:
     path = submission_from_reference("setup", "tax", "numpy_tax_vectorized_with_borrowed_jit_attributes.py",
                                      "newton", "detective", "training")
-    tax = statuses(grade(path), "tax")
+    tax = statuses(grade(path, "tax"), "tax")
     for cid in ("tax.vectorized_visible", "tax.vectorized_hidden", "tax.vectorized_keeps_shape",
                 "tax.vectorized_under_jit"):
         assert tax[cid] != "passed", cid
@@ -42,7 +43,7 @@ def test_borrowed_jit_attributes_do_not_make_numpy_code_a_program(submission_fro
 def test_a_switch_only_for_the_structure_check_s_inputs_is_seen(submission_from_reference) -> None:
     path = submission_from_reference("setup", "tax", "tax_switch_only_for_weak_scalars.py", "newton",
                                      "detective", "training")
-    report = grade(path)
+    report = grade(path, "tax")
     tax = statuses(report, "tax")
     assert tax["tax.switch_uses_cond"] == "failed"
     assert tax["tax.switch_visible"] == "passed" and tax["tax.switch_hidden"] == "passed"
@@ -50,7 +51,7 @@ def test_a_switch_only_for_the_structure_check_s_inputs_is_seen(submission_from_
 
 def test_functions_are_compared_with_the_reference_not_with_each_other(submission_from_reference) -> None:
     path = submission_from_reference("setup", "tax", "newton", "detective", "python_loop_borrows_train_fori.py")
-    training = statuses(grade(path), "training")
+    training = statuses(grade(path, "training"), "training")
     assert training["training.python_loop"] == "failed"
     assert training["training.fori_agrees"] == "failed"
 
@@ -75,7 +76,7 @@ def test_debugging_aids_cost_nothing(submission_from_reference) -> None:
 
 def test_a_python_callback_is_refused_with_a_sentence(submission_from_reference) -> None:
     path = submission_from_reference("setup", "tax", "newton_with_a_python_callback.py", "detective", "training")
-    report = grade(path)
+    report = grade(path, "tax", "newton")  # the callback must not cost tax its points
     newton = {c.id: c for e in report.exercises if e.id == "newton" for c in e.checks}
     assert newton["newton.visible"].status == "error"
     explained = [c for c in newton.values() if "calls back into Python" in (c.message or "")]
@@ -88,7 +89,7 @@ def test_a_forged_compile_count_cannot_pass_a_static_argument(submission_from_re
     """The kernel's count is a claim (here silenced to 0); the module's inputs are evidence."""
     path = submission_from_reference("setup", "tax", "newton", "static_tol_with_a_silenced_compile_count.py",
                                      "detective", "training")
-    report = grade(path)
+    report = grade(path, "newton")
     newton = {c.id: c for e in report.exercises if e.id == "newton" for c in e.checks}
     assert newton["newton.compiles_once"].status == "failed", newton["newton.compiles_once"].message
     # a static tol costs the compile check only: the value checks bake the public tol in
@@ -115,7 +116,8 @@ def test_modules_read_for_structure_and_compile_evidence_are_run_too(submission_
 
 def test_a_module_that_is_not_base64_is_that_check_s_error(submission_from_reference) -> None:
     report = grade(submission_from_reference("setup", "tax", "newton", "detective", "training",
-                                             "fake_probe_sends_bad_base64.py", "fake_probe_via_exec.py"))
+                                             "fake_probe_sends_bad_base64.py", "fake_probe_via_exec.py"),
+                   "tax", "newton")  # tax_switch's bad module must not cost newton its points
     assert report.status == "graded"
     tax = {c.id: c.status for e in report.exercises if e.id == "tax" for c in e.checks}
     assert tax["tax.switch_visible"] == "error" and {e.id: e.score for e in report.exercises}["newton"] == 25
@@ -184,7 +186,8 @@ def test_one_wrong_rate_is_one_message(submission_from_reference) -> None:
 
 
 def test_a_python_while_on_a_tracer_is_one_message_with_its_line_and_the_construct(submission_from_reference) -> None:
-    report = grade(submission_from_reference("setup", "tax", "newton_python_while.py", "detective", "training"))
+    report = grade(submission_from_reference("setup", "tax", "newton_python_while.py", "detective", "training"),
+                   "newton")
     newton = [c for e in report.exercises if e.id == "newton" for c in e.checks if c.status != "passed"]
     explained = [c for c in newton if "TracerBoolConversionError" in (c.message or "")]
     assert len(explained) == 1, [c.message for c in newton]
@@ -206,7 +209,7 @@ def test_a_notebook_ending_with_x64_or_jit_disabled_is_graded_on_its_answers(sub
                                             suffix=".ipynb"))
     assert (right.score, right.cell_problems) == (100, [])
     wrong = grade(submission_from_reference("setup", "tax", "tax_vectorized_one_wrong_rate.py", "newton",
-                                            "detective", "training", ending, suffix=".ipynb"))
+                                            "detective", "training", ending, suffix=".ipynb"), "tax")
     tax = {c.id: c for e in wrong.exercises if e.id == "tax" for c in e.checks if c.status != "passed"}
     assert set(tax) == {"tax.vectorized_visible", "tax.vectorized_hidden"}
     assert "element 7 is 6888.75, expected 6111.0" in tax["tax.vectorized_visible"].message
