@@ -350,18 +350,17 @@ class _Validator:
         self._hints(loaded)
         return loaded, self._items(loaded)
 
-    def prepare(self) -> list[_Item]:
-        """Plan what will be graded and compile the reference's programs once for every item;
-        nothing to grade when the spec does not load."""
+    def prepare(self) -> None:
+        """Plan what will be graded (`tasks`) and compile the reference's programs once for every
+        item; nothing to grade when the spec does not load."""
         self._status()
         planned = self.plan()
         if planned is None:
-            return []
+            return
         self._loaded, self._items_planned = planned
         precompile.ensure(self._loaded)  # the reference's programs compiled once for every item
         self._rank = len(self._items_planned) + 1
         self._status(0, len(self._items_planned))
-        return self._items_planned
 
     def judge(self, index: int, report: Report) -> None:
         """One item's report, in whatever order the gradings finish."""
