@@ -108,6 +108,17 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return rec
 
 
+@pytest.fixture(scope="module")
+def warm():
+    """The warm worker (tests/warm_grading.py's) started for a module's tests: what they grade in
+    this process, a serial validation among it, goes through its servers, where a validation that
+    makes its own boots a kernel and a verifier server and closes them at its end. Closed with the
+    session (pytest_sessionfinish)."""
+    from grader.batch import warm_worker
+
+    return warm_worker.current()
+
+
 _BYTECODE = pytest.StashKey[bool]()  # sys.dont_write_bytecode before collection
 
 
@@ -141,8 +152,10 @@ _built_here = False
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """The reference solutions' compiled programs are built once, before the first test that
     starts kernels (`kernel` marker), not by every pytest run: a run of unit tests grades nothing.
-    One process of the session builds while the others wait on a lock, so that a test that
-    kills its grader never kills a build, and two workers never grade the references twice."""
+    Each assignment is built by one process of the session while the others wait on its lock, so
+    that a test that kills its grader never kills a build and no reference is graded twice; a
+    process first builds those no other is building (two workers build two assignments at once,
+    where one built all three while the other waited), then waits for the rest."""
     global _built_here
     if _built_here or item.get_closest_marker("kernel") is None:
         return
@@ -156,10 +169,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     store = executables.store()
     if store is None:
         return
-    with open(Path(os.environ.get(executables.ENV) or store) / ".tests-building", "w") as lock:
-        fcntl.lockf(lock, fcntl.LOCK_EX)
-        for name in assignment.available():
+    folder = Path(os.environ.get(executables.ENV) or store)
+    waiting = []
+    for name in assignment.available():
+        with open(folder / f".tests-building-{name}", "w") as lock:
+            try:
+                fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # another process builds it: build the next, wait for this one after
+                waiting.append(name)
+                continue
             precompile.ensure(assignment.load(name))
+    for name in waiting:
+        with open(folder / f".tests-building-{name}", "w") as lock:
+            fcntl.lockf(lock, fcntl.LOCK_EX)
+            precompile.ensure(assignment.load(name))  # built by the other: its marker is there
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

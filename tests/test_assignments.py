@@ -9,7 +9,9 @@ from types import ModuleType
 
 import pytest
 
-from grader import GradeOptions, Report, grade_one
+from warm_grading import grade_warm
+
+from grader import GradeOptions, Report
 from grader.selfcheck import check
 from grader.submission import selfcheck_source
 
@@ -21,12 +23,14 @@ def all_checks(report: Report):
 
 
 # ----------------------------------------------------------------------------- grading (real kernels)
+# Through tests/warm_grading.py's worker (grade_one with kernels and verifiers forked from its
+# servers): the fresh path of `grade FILE` is the sandbox, CLI and kernel tests'.
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize(("relative", "seed"), [("solutions/ch2-jit.ipynb", 11), ("solutions/ch2-jit.py", 12)])
 def test_reference_solutions_score_full_marks(repo_root: Path, relative: str, seed: int) -> None:
-    report = grade_one(repo_root / relative, GradeOptions(seed=seed))
+    report = grade_warm(repo_root / relative, GradeOptions(seed=seed))  # the assignment found by grade_one
     assert report.assignment == "ch2-jit"  # found from the notebook metadata / the file name
     assert report.status == "graded"
     not_passed = [(c.id, c.status, c.message) for c in all_checks(report) if c.status != "passed"]
@@ -39,7 +43,7 @@ def test_reference_solutions_score_full_marks(repo_root: Path, relative: str, se
 
 @pytest.mark.kernel
 def test_template_scores_zero_with_helpful_messages(repo_root: Path) -> None:
-    report = grade_one(repo_root / "student_template" / "ch2-jit.ipynb", GradeOptions(seed=13))
+    report = grade_warm(repo_root / "student_template" / "ch2-jit.ipynb", GradeOptions(seed=13))
     assert report.status == "graded"
     assert (report.score, report.max_score) == (0, 100)
     for c in all_checks(report):

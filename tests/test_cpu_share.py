@@ -230,8 +230,9 @@ the kernel's demand from its first instant, however late a loaded machine lets t
 the cell (a run measured 3.9 s for its 2 s window, the kernel idle while the grader waited)."""
 
 
-def _timed_out(kernel, code: str, *, hogs: bool, share: int = 1024, spinning: bool = False) -> CellRun:
-    """Run `code` for 2 s in a fresh kernel with CPU share `share`, beside busy processes with
+def _timed_out(kernel, code: str, *, hogs: bool, share: int = 1024, spinning: bool = False,
+               seconds: float = 2) -> CellRun:
+    """Run `code` for `seconds` in a fresh kernel with CPU share `share`, beside busy processes with
     the default share when `hogs`; with `spinning`, a busy thread of the kernel's runs first."""
     kernel.start()
     if spinning:
@@ -239,7 +240,7 @@ def _timed_out(kernel, code: str, *, hogs: bool, share: int = 1024, spinning: bo
     (kernel._sandbox.cgroup("cpu") / "cpu.shares").write_text(str(share))
     hog = _Hogs() if hogs else None
     try:
-        return kernel.run(code, 2)
+        return kernel.run(code, seconds)
     finally:
         if hog is not None:
             hog.stop()
@@ -300,7 +301,9 @@ def test_a_students_own_hogs_count_as_its_own_time_never_as_the_machines() -> No
 
     kernel = Kernel(sandbox=SandboxPolicy())
     try:
-        run = _timed_out(kernel, OWN_HOGS, hogs=False, share=262144)
+        # 1 s: its hogs, busy from the cell's first instant, spin both cores through it (no hogs of
+        # the machine's to wait on here, so that the window's length does not decide the reading)
+        run = _timed_out(kernel, OWN_HOGS, hogs=False, share=262144, seconds=1)
         assert run.status == "timeout" and run.starved is None, run
     finally:
         kernel.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from warm_grading import validate_in_process
 
 from grader import assignment as assignments
 from grader.course.mutation.families import derive_mutants, rename_helpers
@@ -221,14 +222,15 @@ def _row(validation: Validation, item: str):
     return next(r for r in validation.rows if r.item == item)
 
 
+
+
 @pytest.mark.kernel
-def test_argument_ignored_survives_a_check_that_never_varies_it(tiny, tmp_path) -> None:
+def test_argument_ignored_survives_a_check_that_never_varies_it(tiny, tmp_path, warm, capfd) -> None:
     """Weakened: the values check passes k = 2.0 only, and nothing else calls scale."""
     tiny(spec(rows="[[1.0, 2.0], [[1.0, 2.5], 2.0]]", compile_check=False))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family",
-                           "argument_ignored", "--json", str(out / "v.json"), "--junit", str(out / "v.xml")],
-                          capture_output=True, text=True, env={**os.environ})
+    done = validate_in_process(capfd, "tiny", "-j", "1", "--family", "argument_ignored",
+                          "--json", str(out / "v.json"), "--junit", str(out / "v.xml"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "derived scale.arg1_fixed_2.0" in done.stdout and "SURVIVES" in done.stdout
     assert "survivors: scale.arg1_fixed_2.0" in done.stdout  # the kill matrix, in the terminal
@@ -244,7 +246,8 @@ def test_argument_ignored_survives_a_check_that_never_varies_it(tiny, tmp_path) 
 
 
 @pytest.mark.kernel
-def test_construct_removed_is_killed_by_the_module_evidence_and_a_missing_jit_check_survives(tiny) -> None:
+def test_construct_removed_is_killed_by_the_module_evidence_and_a_missing_jit_check_survives(tiny,
+                                                                                            warm) -> None:
     """A compile limit reads the traced function's program: a static k is killed even where the
     count allows recompiling (3 compilations for 3 values of k)."""
     tiny(spec(max_compiles=3))
@@ -261,7 +264,7 @@ def test_construct_removed_is_killed_by_the_module_evidence_and_a_missing_jit_ch
 
 
 @pytest.mark.kernel
-def test_output_perturbed_survives_a_loose_tolerance(tiny) -> None:
+def test_output_perturbed_survives_a_loose_tolerance(tiny, warm) -> None:
     """Weakened: rtol 1e-2 lets an output off by a relative 1e-3 through; 1e-1 is still caught."""
     tiny(spec(rtol=1e-2, compile_check=False))
     validation = validate_all(["tiny"], workers=1, families={"output_perturbed"})
@@ -271,7 +274,7 @@ def test_output_perturbed_survives_a_loose_tolerance(tiny) -> None:
 
 
 @pytest.mark.kernel
-def test_honest_variant_loses_points_on_a_check_too_strict(tiny) -> None:
+def test_honest_variant_loses_points_on_a_check_too_strict(tiny, warm) -> None:
     """Weakened the other way: rtol = atol = 0 costs an equivalent formula its points."""
     tiny(spec(rtol=0.0, atol=0.0, compile_check=False))
     validation = validate_all(["tiny"], workers=1, families={"honest"})
@@ -281,7 +284,7 @@ def test_honest_variant_loses_points_on_a_check_too_strict(tiny) -> None:
 
 
 @pytest.mark.kernel
-def test_a_declared_equivalence_is_kept_and_a_stale_one_is_reported(tiny) -> None:
+def test_a_declared_equivalence_is_kept_and_a_stale_one_is_reported(tiny, warm) -> None:
     text = spec(rows="[[1.0, 2.0], [[1.0, 2.5], 2.0]]", compile_check=False).replace(
         'points = 6\n\n[[exercises.requirements]]',
         'points = 6\n\n[[exercises.equivalent]]\nmutant = "scale.arg1_fixed_2.0"\nreason = "k is always 2 here"\n\n'
@@ -457,7 +460,7 @@ def test_overfit_mutants_are_derived_for_a_declared_argument_from_what_the_visib
 
 
 @pytest.mark.kernel
-def test_an_argument_clipped_survives_hidden_inputs_drawn_inside_the_visible_range(tiny) -> None:
+def test_an_argument_clipped_survives_hidden_inputs_drawn_inside_the_visible_range(tiny, warm) -> None:
     """Weakened: the hidden check draws k where the visible rows do; drawn from k's domain, the
     same mutant is killed. Validate reports the domain and the family per exercise."""
     _tiny_with_k_domain(tiny, "inside")
@@ -912,10 +915,6 @@ def test_vmap_mapped_with_lax_map_is_a_loop_with_the_same_values() -> None:
 
 @pytest.mark.kernel
 def test_show_prints_a_mutant_s_source_and_names_near_matches(loops, capfd) -> None:
-    from types import SimpleNamespace
-
-    from grader import cli
-
     folder = loops()
     (folder / "mutants").mkdir()
     (folder / "mutants" / "gate_inverted.py").write_text(
@@ -923,13 +922,10 @@ def test_show_prints_a_mutant_s_source_and_names_near_matches(loops, capfd) -> N
         "    return lax.cond(x > t, lambda v: jnp.zeros_like(v), lambda v: v - t, x)\n")
     root = str(folder.parent)
 
-    def show(ident: str) -> SimpleNamespace:
-        """`grade validate loops --assignments ROOT --show IDENT`, run in this process (cli.main, as the
-        console script runs it): one introspection of the reference serves every call."""
-        capfd.readouterr()
-        code = cli.main(["validate", "loops", "--assignments", root, "--show", ident])
-        out, err = capfd.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    def show(ident: str):
+        """`grade validate loops --assignments ROOT --show IDENT`, run in this process: one
+        introspection of the reference serves every call."""
+        return validate_in_process(capfd, "loops", "--assignments", root, "--show", ident)
 
     capped = show("running_sum.loop_capped")
     assert capped.returncode == 0, capped.stderr
@@ -958,14 +954,14 @@ def test_the_matrix_shows_a_mutant_that_is_not_applicable_blank() -> None:
 
 
 @pytest.mark.kernel
-def test_a_scan_and_a_cond_reference_validate_with_no_equivalence_declared(loops, tmp_path) -> None:
+def test_a_scan_and_a_cond_reference_validate_with_no_equivalence_declared(loops, tmp_path, warm,
+                                                                          capfd) -> None:
     """Every derived mutant of a lax.scan reference and a lax.cond-only one is killed or not
     applicable; validate passes with no [[exercises.equivalent]] (it reported running_sum's
     without_while and loop_capped as survivors when the loop families knew while_loop and
     fori_loop only)."""
     loops()
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "loops", "-j", "1", "--json",
-                           str(tmp_path / "v.json")], capture_output=True, text=True, env={**os.environ})
+    done = validate_in_process(capfd, "loops", "-j", "1", "--json", str(tmp_path / "v.json"))
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "v.json").read_text())["assignments"][0]
     matrix = {m["mutant"]: m for m in result["matrix"]}

@@ -58,17 +58,29 @@ there would compile JAX and IPython from source again, 3-5 s each, where a stude
 
 def _fresh_venv(where: Path) -> tuple[Path, dict[str, str]]:
     """A fresh venv, outside this repository, with nothing installed; and the environment to run
-    it in (none of this checkout's)."""
+    it in (none of this checkout's). Without a pip of its own: venv's ensurepip installs and
+    byte-compiles one (2 CPU s), where `_pip` runs this test's pip, already compiled, in the venv."""
     venv = where / "student"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     return venv, {k: v for k, v in os.environ.items() if k not in STUDENT_UNSET}
+
+
+def _pip(venv: Path, env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """pip in the venv's Python: this test's pip, run there as `pip --python` runs it (its
+    __pip-runner__.py, which imports only pip from this test's site-packages), so it installs into
+    the venv's site-packages and resolves against what is installed there, as the venv's own pip
+    would; without `pip --python`'s first Python, which only starts this one."""
+    import pip
+
+    runner = Path(pip.__file__).parent / "__pip-runner__.py"
+    return subprocess.run([str(venv / "bin" / "python"), str(runner), *args], capture_output=True, text=True,
+                          env=env, check=check)
 
 
 def _pip_install(venv: Path, env: dict[str, str], *what: str) -> None:
     # --no-compile: pip's byte-compiling of every installed file (JAX's, IPython's) is more than
     # half the install's CPU (43 s -> 20 s here); what the checks import compiles as it is imported.
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile"]
-    done = subprocess.run([*pip, *what], capture_output=True, text=True, env=env)
+    done = _pip(venv, env, "install", "--quiet", "--no-compile", *what, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -227,8 +239,7 @@ def test_the_packs_in_a_fresh_venv_self_check_modules_and_the_notebooks_own_cell
     _pip_install(venv, env, str(wheel))
     (practice,) = practice_pack.glob("*.whl")
     _pip_install(venv, env, str(practice))  # a second pack: installed beside the first, which keeps working
-    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"], capture_output=True,
-                            text=True, env=env, check=True).stdout
+    listed = _pip(venv, env, "list").stdout
     assert f"jax-course-ch2-jit {wheel.name.split('-')[1]}" in " ".join(listed.split())
     assert f"jax-course-ch2-practice {practice.name.split('-')[1]}" in " ".join(listed.split())
     _self_checks_a_module(venv, env, repo_root, tmp_path)
@@ -440,8 +451,7 @@ def _uninstalled_one_pack_leaves_the_other_s_python_m(venv: Path, env: dict[str,
     it); `python -m` of the other pack still checks its notebooks, and says which pack the
     uninstalled one's notebooks need."""
     python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "uninstall", "--yes", "--quiet", "jax-course-ch2-jit"], env=env,
-                   check=True)
+    _pip(venv, env, "uninstall", "--yes", "--quiet", "jax-course-ch2-jit")
     assert not (venv / "bin" / "grade").exists()  # what STUDENTS.md and the docs say
     work = tmp_path / "grade"
     practice = [python, "-m", "jax_course_ch2_practice"]

@@ -18,7 +18,7 @@ import pytest
 
 from grader.errors import UsageError
 from grader.report import Isolation
-from grader.sandbox import layers
+from grader.sandbox import executables, layers
 from grader.sandbox.layers import LAYERS, Detected, Sandbox, SandboxPolicy
 
 POLICY = SandboxPolicy()
@@ -292,6 +292,7 @@ def test_with_read_only_cgroups_a_memory_bomb_is_stopped_by_rlimits_inside_names
 # /root, 0700), which starts real rootless kernels and prints what it saw as its last line (JSON).
 
 TESTS = Path(__file__).resolve().parent
+USER_UID = 65534  # the ordinary user root becomes (BECOME_USER)
 BECOME_USER = """
 import os, sys
 from pathlib import Path
@@ -470,9 +471,9 @@ with kernel:
 THREE_CHILDREN = """
 import os, time
 readable, writable = os.pipe()
-for _ in range(3):  # each within its own address-space limit (8 GiB), 4.8 GiB together
+for _ in range(3):  # each within its own address-space limit (twice the memory limit), 3 * CHILD_GIB together
     if os.fork() == 0:
-        block = bytearray(int(1.6 * 2**30))
+        block = bytearray(int(CHILD_GIB * 2**30))
         block[::4096] = b"\\1" * len(range(0, len(block), 4096))  # every page touched
         os.write(writable, b"x")
         time.sleep(600)
@@ -483,21 +484,28 @@ time.sleep(20)  # all three alive together: the watcher has 20 s to see it (it l
 """
 
 
+def three_children(child_gib: float = 1.6) -> str:
+    """THREE_CHILDREN, each child holding `child_gib` GiB (1.6: past the default 4 GiB together)."""
+    return f"CHILD_GIB = {child_gib!r}\n" + THREE_CHILDREN
+
+
 @pytest.mark.kernel
 @as_user
 def test_the_processes_of_a_rootless_sandbox_together_are_killed_past_its_memory_limit(tmp_path: Path) -> None:
     """Without a cgroup only each process's address space was capped: three children of 1.6 GiB
     each held 4.7 GiB together against a 4 GiB limit. The grader's watcher adds them up and kills
-    the sandbox."""
+    the sandbox. (Here at a quarter of the scale: 0.4 GiB each against a 1 GiB limit, so that two
+    children and the kernel, 28 MiB, stay below it, and each is well within its address-space
+    limit of 2 GiB.)"""
+    limit = 2**30
     found = run_as_user(tmp_path, KERNEL_DRIVER + f"""
-kernel = Kernel(sandbox=SandboxPolicy())
+kernel = Kernel(sandbox=SandboxPolicy(memory_bytes={limit}))
 with kernel:
-    run = kernel.run({THREE_CHILDREN!r}, 120)
+    run = kernel.run({three_children(0.4)!r}, 120)
     sandbox = kernel._sandbox
 print(json.dumps({{"status": run.status, "seconds": run.seconds,
                   "exceeded": getattr(sandbox, "memory_exceeded", None)}}))
 """)
-    limit = SandboxPolicy().memory_bytes
     assert found["status"] == "died" and found["seconds"] < 20, found  # not alive through its sleep
     assert found["exceeded"] is not None and found["exceeded"] > limit, found
 
@@ -512,14 +520,25 @@ def test_a_rootless_batch_holds_and_records_its_memory_and_file_bounds(tmp_path:
     class_dir = tmp_path / "work" / "class"  # inside the folder the user is let into
     class_dir.mkdir(parents=True)
     (class_dir / "alice.py").write_text(reference)
-    (class_dir / "bomb.py").write_text(reference + "\n\n# %% [three children]\n" + THREE_CHILDREN)
+    (class_dir / "bomb.py").write_text(reference + "\n\n# %% [three children]\n" + three_children())
     for path in [class_dir, *class_dir.iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)
-    repo = str(TESTS.parent)
+    env = {"PYTHONPATH": str(TESTS.parent)}
+    store = executables.store()
+    if store is not None and os.geteuid() == 0:
+        # An ordinary user running the tests hands the batch the session's store of the references'
+        # programs (its environment); the user root becomes starts with an empty HOME and would
+        # build it again (the hand-in service's test below builds one as that user): a copy of its own.
+        seeded = tmp_path / "work" / "executables"
+        shutil.copytree(store, seeded / store.name)
+        for folder, _, names in os.walk(seeded):
+            for path in (folder, *(os.path.join(folder, name) for name in names)):
+                os.chown(path, USER_UID, USER_UID)
+        env[executables.ENV] = str(seeded)
     found = run_as_user(tmp_path / "work", f"""
 import subprocess
 done = subprocess.run([sys.executable, "-m", "grader", {str(class_dir)!r}, "-o", "out", "-a", "ch2-jit", "-j", "2",
-                       "--seed", "1"], capture_output=True, text=True, env={{**os.environ, "PYTHONPATH": {repo!r}}})
+                       "--seed", "1"], capture_output=True, text=True, env={{**os.environ, **{env!r}}})
 reports = {{name: json.load(open(f"out/{{name}}.json")) for name in ("alice", "bomb") if os.path.exists(f"out/{{name}}.json")}}
 print(json.dumps({{"code": done.returncode, "err": done.stderr[-2000:], **reports}}))
 """)

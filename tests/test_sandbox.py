@@ -18,7 +18,9 @@ within a minute even if the sandbox failed to stop them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
+import functools
 import json
 import os
 import re
@@ -49,6 +51,7 @@ POLICY = SandboxPolicy()
 CELL_TIMEOUT = 30.0  # for cells of part A, which should all finish at once
 FAULT_TIMEOUT = 10.0  # per cell and per probe batch while grading a fault
 MEMORY_TIMEOUT = 45.0  # this machine fills memory slowly near 4 GB: the OOM kill may take ~10 s
+BOMB_MEMORY_BYTES = 2**30  # the memory bomb's kernels: killed at 1 GiB as at the default 4 GiB, a quarter of the pages zeroed
 CLI_TIMEOUT_S = 300  # an outer bound on a `grade` subprocess (not a speed assertion)
 SEED = 11
 ALL = ("setup", "tax", "newton", "detective", "training")
@@ -170,10 +173,18 @@ def grader_state() -> dict[str, Any]:
     }
 
 
-def grade(path: Path, timeout: float = FAULT_TIMEOUT) -> Report:
-    """grade_one in the sandbox (the default), checking that the grader itself came out unharmed."""
+def grade(path: Path, timeout: float = FAULT_TIMEOUT, *, memory_bytes: int | None = None) -> Report:
+    """grade_one in the sandbox (the default), checking that the grader itself came out unharmed;
+    `memory_bytes` lowers the kernels' memory limit (their sandbox otherwise the default)."""
+    from grader.pipeline import policy_for
+
     before = grader_state()
-    report = grade_one(path, GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout))
+    options = GradeOptions(assignment="ch2-jit", seed=SEED, cell_timeout=timeout)
+    kernels = None
+    if memory_bytes is not None:
+        policy = dataclasses.replace(policy_for(options), memory_bytes=memory_bytes)
+        kernels = functools.partial(Kernel, kernel_name=options.kernel_name, sandbox=policy)
+    report = grade_one(path, options, kernel_factory=kernels)
     assert grader_state() == before
     assert report.status == "graded", report.error
     assert report.isolation.layers == ISOLATION.layers  # the report says which layers were in force
@@ -698,7 +709,7 @@ def test_a_kernel_starts_with_tmpdir_set_to_a_deeper_directory(base: str, below:
 @needs("cgroups")
 def test_memory_bomb_is_killed_by_the_cgroup_and_the_rest_is_graded(submission_from_reference) -> None:
     path = submission_from_reference("setup", "tax", "allocates_6_gb_in_chunks.py", "newton", "detective", "training")
-    report = grade(path, MEMORY_TIMEOUT)
+    report = grade(path, MEMORY_TIMEOUT, memory_bytes=BOMB_MEMORY_BYTES)
     assert [p.status for p in report.cell_problems] == ["died"], explain(report)
     assert "killed the Python kernel" in report.cell_problems[0].message
     assert failing(report) == {}, explain(report)

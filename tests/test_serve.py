@@ -413,9 +413,11 @@ def _gone(pid: int) -> bool:
 
 
 def test_kill_9_mid_burst_then_every_accepted_hand_in_is_graded_once(tmp_path: Path) -> None:
-    """Six hand-ins on two workers, killed once the first is graded: some graded, some running, some
-    queued (the kill is what is tested; six are enough for all three, and each costs a grading)."""
-    students = [f"s{i:02d}" for i in range(1, 7)]
+    """Four hand-ins on two workers, killed once the first is graded: some graded, some running, some
+    queued (the kill is what is tested; four are enough for all three: once the first is graded, its
+    worker has taken the third, the other still grades the second, the fourth waits; each costs a
+    grading)."""
+    students = [f"s{i:02d}" for i in range(1, 5)]
     out, roster = tmp_path / "out", _roster(tmp_path, students)
     tokens = issue_tokens(out, roster)
     first = start(out, roster, tokens, "-j", "2")
@@ -441,7 +443,7 @@ def test_kill_9_mid_burst_then_every_accepted_hand_in_is_graded_once(tmp_path: P
     assert sum(states.values()) == len(students) and set(states) <= {"graded", "running", "queued"}, states
     assert states.get("graded", 0) < len(students), "every hand-in was graded before the kill: nothing was interrupted"
 
-    second = start(out, roster, tokens, "-j", "2")
+    second = start(out, roster, tokens)  # one worker: what is asserted is which hand-ins it grades
     try:
         for student, job in ids.items():
             assert second.finished(student, job)["state"] == "graded", student
@@ -457,7 +459,7 @@ def test_kill_9_mid_burst_then_every_accepted_hand_in_is_graded_once(tmp_path: P
             summary = out / "summary.csv"
             return summary.is_file() and all(s in summary.read_text() for s in students)
 
-        poll(published, 120, "summary.csv lists all six")
+        poll(published, 120, "summary.csv lists all four")
         assert all(s in (out / "index.html").read_text() for s in students)
     finally:
         code = second.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from warm_grading import validate_in_process
 
 from grader.course.validate import Row, read_mutant, table, validate
 from grader.errors import GraderError
@@ -87,6 +88,8 @@ def make_assignment(root: Path, mutants: dict[str, str]) -> None:
     nbformat.write(nb, root / "student_template" / "tiny.ipynb")
 
 
+
+
 def results(rows: list[Row]) -> dict[str, bool]:
     """The rows of everything but the derived mutants (tests/test_derived_mutants.py has those)."""
     return {r.item: r.ok for r in rows if r.kind not in ("derived", "honest")}
@@ -120,15 +123,15 @@ def test_a_sound_assignment_validates(tmp_path: Path, monkeypatch) -> None:
 
 
 @pytest.mark.kernel
-def test_a_mutant_that_fails_something_else_and_an_uncovered_check_are_reported(tmp_path, monkeypatch) -> None:
+def test_a_mutant_that_fails_something_else_and_an_uncovered_check_are_reported(tmp_path, monkeypatch, warm,
+                                                                               capfd) -> None:
     mislabelled = WRONG_VALUES.replace("# fails: double.values", "# fails: double.compiles_once")
     make_assignment(tmp_path, {"mislabelled": mislabelled})
     monkeypatch.setenv("GRADER_ASSIGNMENTS", str(tmp_path / "assignments"))
-    # one validation, through the command line; lookalike derives nothing from this reference, so
-    # hand-written mutants only
+    # one validation, through the command line's code in this process; lookalike derives nothing
+    # from this reference, so hand-written mutants only
     out = tmp_path / "validation.json"
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family", "lookalike",
-                           "--json", str(out)], capture_output=True, text=True)
+    done = validate_in_process(capfd, "tiny", "-j", "1", "--family", "lookalike", "--json", str(out))
     (assignment,) = json.loads(out.read_text())["assignments"]
     rows = {r["item"]: Row.model_validate(r) for r in assignment["rows"]}
     assert not [r for r in rows.values() if r.kind in ("derived", "honest")]
@@ -179,7 +182,8 @@ cases.rows = [[1.0]]
 
 
 @pytest.mark.kernel
-def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Path, monkeypatch) -> None:
+def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Path, monkeypatch, warm,
+                                                                   capfd) -> None:
     """On a student's answer a raising check is that check's error; on the reference solution it
     is the assignment's bug: validate marks it and exits 3."""
     make_assignment(tmp_path, {"wrong_values": WRONG_VALUES, "new_jit_each_call": NEW_JIT_EACH_CALL})
@@ -190,8 +194,7 @@ def test_a_check_that_raises_on_the_reference_is_an_assignment_bug(tmp_path: Pat
     out = tmp_path / "validation.json"
     # lookalike derives nothing from this reference: the solution, the template and the two
     # hand-written mutants are graded, not the derived mutants, which no assertion here reads
-    done = subprocess.run([sys.executable, "-m", "grader", "validate", "tiny", "-j", "1", "--family", "lookalike",
-                           "--json", str(out)], capture_output=True, text=True)
+    done = validate_in_process(capfd, "tiny", "-j", "1", "--family", "lookalike", "--json", str(out))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     (assignment,) = json.loads(out.read_text())["assignments"]
