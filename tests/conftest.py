@@ -142,13 +142,6 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.dont_write_bytecode = False
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that start kernels first, the quick ones after (each group in its files' order):
-    the pytest workers then end on short tests together, where in the files' order one could
-    still run a long grading while the other had nothing left."""
-    items.sort(key=lambda item: item.get_closest_marker("kernel") is None)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     sys.dont_write_bytecode = session.config.stash.get(_BYTECODE, sys.dont_write_bytecode)
 
