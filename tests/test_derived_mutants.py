@@ -165,6 +165,8 @@ def test_an_assignment_planned_twice_is_introspected_once_until_its_reference_ch
     folder = tiny(spec())
     calls = []
     real = validate_module._introspect_in_worker
+    # what an earlier test of this process planned for the same reference is not this test's
+    monkeypatch.setattr(validate_module, "_introspected", {})
     monkeypatch.setattr(validate_module, "_introspect_in_worker",
                         lambda reference, interface: calls.append(reference) or real(reference, interface))
     first = validate_module.planned_items("tiny")
