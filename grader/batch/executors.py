@@ -100,6 +100,8 @@ def grade_task(task: Task, *, warm: bool = False) -> Report:
     finally:
         if warm and not launched:
             factory().close()  # launched for a submission that never used it (unreadable)
+        if warm:
+            worker.launch_ahead(options)  # the next submission's kernel, forked as this report goes back
 
 
 def _grade_in_worker(task: Task) -> Report:

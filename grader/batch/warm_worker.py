@@ -4,7 +4,8 @@ A worker (a LocalExecutor process, a Dask worker's thread) grades one submission
 Rather than boot a kernel and a verifier for each, it keeps, per thread:
 
     a kernel server     (grader/kernel/server.py) in the whole sandbox: each submission's kernel
-                        is forked from it, with JAX imported already; elsewhere (no sandbox, or a
+                        is forked from it, with JAX imported already, the next one as soon as a
+                        grading ends (`launch_ahead`); elsewhere (no sandbox, or a
                         kernel spec other than this interpreter's), a spare kernel booting while
                         the current submission is graded, as before
     a verifier server   (grader/verifier/forkserver.py): a verifier is forked when a job needs one
@@ -41,19 +42,18 @@ class WarmWorker:
         self._kernel_servers: dict[SandboxPolicy | None, Any] = {}
         self._verifier_servers: dict[SandboxPolicy | None, Any] = {}
         self._spare: tuple[tuple[str, SandboxPolicy | None], Kernel] | None = None  # (kernel, policy), kernel
+        self._ahead: tuple[SandboxPolicy, Kernel] | None = None  # forked by launch_ahead, not taken yet
+        self._launching: threading.Thread | None = None
 
     def kernels(self, options: GradeOptions) -> Callable[[], Kernel]:
-        """A factory of this submission's kernels; the first is launched now."""
-        from grader.kernel.server import KernelServer, usable
+        """A factory of this submission's kernels; the first is the one forked ahead, or launched now."""
+        from grader.kernel.server import usable
 
         policy = policy_for(options)
         if usable(policy) and options.kernel_name == NATIVE_KERNEL:
             assert policy is not None
-            server = self._kernel_servers.get(policy)
-            if server is None:
-                server = early_servers.take("kernel", policy) or KernelServer(policy).start()
-                self._kernel_servers[policy] = server
-            first = [Kernel(sandbox=policy, server=server).launch()]
+            server = self._kernel_server(policy)
+            first = [self._ahead_or_now(policy, server)]
             return lambda: first.pop() if first else Kernel(sandbox=policy, server=server)
         spare, self._spare = self._spare, None
         if spare is not None and spare[0] != (options.kernel_name, policy):  # launched for other options
@@ -65,6 +65,58 @@ class WarmWorker:
                        Kernel(kernel_name=options.kernel_name, sandbox=policy, warm=True).launch())
         first = [kernel]
         return lambda: first.pop() if first else Kernel(kernel_name=options.kernel_name, sandbox=policy)
+
+    def launch_ahead(self, options: GradeOptions) -> None:
+        """Fork the next submission's kernel now, in a thread (a fork and the kernel's start:
+        45-50 ms that the next grading then does not wait for): after a grading, as its report
+        goes back, and as a service's worker starts. Only where kernels are forked; the next
+        `kernels` for other options closes it. A fresh kernel, which no student's code has run in."""
+        from grader.kernel.server import usable
+
+        policy = policy_for(options)
+        if not (usable(policy) and options.kernel_name == NATIVE_KERNEL):
+            return
+        assert policy is not None
+        self._join_ahead()
+        server = self._kernel_server(policy)
+
+        def launch() -> None:
+            from jupyter_core.utils import ensure_event_loop
+
+            try:
+                self._ahead = (policy, Kernel(sandbox=policy, server=server).launch())
+            except Exception:  # noqa: BLE001 - the next grading launches its own, and says why if it cannot
+                self._ahead = None
+            finally:
+                ensure_event_loop().close()  # the loop jupyter_client ran the launch on, this thread's
+
+        self._launching = threading.Thread(target=launch, name="kernel-ahead", daemon=True)
+        self._launching.start()
+
+    def _kernel_server(self, policy: SandboxPolicy) -> Any:
+        """This worker's kernel server for `policy`: the one started early, else a new one."""
+        from grader.kernel.server import KernelServer
+
+        server = self._kernel_servers.get(policy)
+        if server is None:
+            server = early_servers.take("kernel", policy) or KernelServer(policy).start()
+            self._kernel_servers[policy] = server
+        return server
+
+    def _join_ahead(self) -> None:
+        if self._launching is not None:
+            self._launching.join()
+            self._launching = None
+
+    def _ahead_or_now(self, policy: SandboxPolicy, server: Any) -> Kernel:
+        """The kernel `launch_ahead` forked for `policy`, else one launched now."""
+        self._join_ahead()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == policy:
+            return ahead[1]
+        if ahead is not None:
+            ahead[1].close()
+        return Kernel(sandbox=policy, server=server).launch()
 
     def verifier(self, options: GradeOptions) -> Verifier:
         """A verifier forked from this worker's server, answering known jobs from its cache."""
@@ -80,7 +132,11 @@ class WarmWorker:
         return Verifier(sandbox=policy, server=server, answers=self.answers)
 
     def close(self) -> None:
-        """Kill the spare kernel and the servers (and their children)."""
+        """Kill the spare kernels and the servers (and their children)."""
+        self._join_ahead()
+        if self._ahead is not None:
+            self._ahead[1].close()
+            self._ahead = None
         if self._spare is not None:
             self._spare[1].close()
             self._spare = None

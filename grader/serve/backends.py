@@ -37,12 +37,14 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def _warm() -> None:
-    """A worker's first task: import what grading needs, so that the first hand-in does not wait for it."""
+def _warm(sandbox: bool) -> None:
+    """A worker's first task: import what grading needs and fork the first hand-in's kernel, so
+    that the first hand-in waits for neither."""
     import grader.pipeline  # noqa: F401
     from grader.batch import warm_worker
+    from grader.options import GradeOptions
 
-    warm_worker.current()
+    warm_worker.current().launch_ahead(GradeOptions(sandbox=sandbox))
 
 
 class _Slot:
@@ -63,7 +65,7 @@ class _Slot:
         return self._pool
 
     def warm(self) -> None:
-        self._live_pool().submit(_warm)
+        self._live_pool().submit(_warm, self._sandbox)
 
     def free(self) -> bool:
         return self.current is None or self.current.done()
