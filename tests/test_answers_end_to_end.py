@@ -88,6 +88,21 @@ def test_observation_shaped_output_of_the_student_s_own_cells_is_ignored(submiss
     assert {e.id: e.score for e in report.exercises}["newton"] == 25
 
 
+def test_answers_forged_to_the_probe_s_current_requests_without_its_nonce_are_ignored(
+        submission_from_reference) -> None:
+    """A thread of the student's cells reads each probe cell's requests (their current ids) from the
+    message being answered and answers them itself, as that cell's output, bare and with a made-up
+    nonce: the predictions the grader judges are still the notebook's own (wrong at call 1 only,
+    right at the rest: the kernel was not stopped for the flood either)."""
+    path = submission_from_reference("setup", "tax", "newton", "forges_the_probe_s_current_answers.py", "training")
+    report = grade(path, exercises=("detective",))
+    detective = checks_of(report, "detective")
+    assert report.status == "graded"
+    assert detective["detective.call_1"].status == "failed", detective["detective.call_1"].message
+    assert all(detective[f"detective.call_{k}"].status == "passed" for k in range(2, 9)), [
+        (k, c.status, c.message) for k, c in detective.items() if c.status != "passed"]
+
+
 # ----------------------------------------------------------------------------- answers in every form the text allows
 
 

@@ -360,6 +360,28 @@ def test_an_observation_for_another_request_is_dropped_unparsed(monkeypatch) -> 
     assert receive(message("display_data", {"data": {MIME_TYPE: {"id": "a"}}}), session)[messages.DROPPED]
 
 
+def test_an_observation_without_the_cell_s_nonce_is_dropped_unparsed_and_keeps_no_request_alive() -> None:
+    """A probe cell's observations carry its fresh nonce; observation-shaped output without it (a
+    thread of the student's cells answering the probe's requests itself) is dropped as other
+    display_data is: never parsed, never counted against the cell's bounds, and no sign of life
+    from a request that hangs."""
+    nonce = "5f" * 16
+    session = GraderSession(key=KEY)
+    session.begin_cell(observations=True, nonce=nonce)
+    session.request_id = "cell-1"
+    quiet_since = session.last_observation
+    claim = {"id": "value-1", "status": "ok", "result": {"op": "value", "values": [{"t": "py", "v": 1}]}}
+    for forged in (claim, {"nonce": "0" * 32, "observation": claim}):
+        got = receive(message("display_data", {"data": {MIME_TYPE: forged}, "metadata": {}}), session)
+        assert got[messages.DROPPED] is True
+    assert (session.observation_nodes, session.observation_bytes) == (0, 0)
+    assert session.last_observation == quiet_since
+    real = receive(message("display_data", {"data": {MIME_TYPE: {"nonce": nonce, "observation": claim}},
+                                            "metadata": {}}), session)
+    assert messages.DROPPED not in real and real["content"]["data"][MIME_TYPE]["observation"] == claim
+    assert session.observation_nodes > 0 and session.last_observation > quiet_since
+
+
 def test_the_session_learns_the_cells_request_when_it_builds_it() -> None:
     session = GraderSession(key=KEY)
     session.begin_cell(observations=True)

@@ -415,14 +415,15 @@ class Kernel:
         return self
 
     def run(self, code: str, timeout: float, *, observations: bool = False, quiet: float | None = None,
-            requests: str | None = None) -> CellRun:
+            requests: str | None = None, nonce: str | None = None) -> CellRun:
         """Run one cell. Never raises for what the code does (KeyboardInterrupt passes, with the
         kernel killed); a hung kernel is killed, and so is one that sends a message the grader
         cannot accept. The probe's observations are collected only with `observations=True`
         (probe cells): a student cell's observation-shaped output is dropped unread; with
         `quiet`, a probe cell that sends none for that many seconds is stopped as a timeout too
         (one request hangs). `requests`: a probe cell's requests, sent in its execute_request
-        (grader.kernel.messages.REQUESTS_KEY) for the cell to read there."""
+        (grader.kernel.messages.REQUESTS_KEY) for the cell to read there; `nonce`: the probe
+        cell's, without which observation-shaped output is dropped unread."""
         if not self.alive or self._client is None:
             return CellRun(status="died", evalue="the kernel is not running")
         from nbclient.exceptions import CellTimeoutError, DeadKernelError  # loaded by start()
@@ -433,7 +434,7 @@ class Kernel:
         client.timeout = max(1, round(timeout))
         client.rejected = None
         session = client.kc.session
-        session.begin_cell(observations=observations, requests=requests)
+        session.begin_cell(observations=observations, requests=requests, nonce=nonce)
         started = time.monotonic()
         meter = CpuMeter(self._cpu_group())
         watch = (lambda: session.last_observation, quiet) if observations and quiet and quiet < timeout else None

@@ -230,7 +230,11 @@ class GraderSession(Session):
 
     Per cell (`begin_cell`): `observations` says whether observation display_data is wanted
     (probe cells only), and only one whose parent is the cell's execute_request (`request_id`, set
-    when it is built) is parsed; `observation_bytes` and `observation_nodes` count what was kept.
+    when it is built) and that carries the cell's `nonce` is parsed; `observation_bytes` and
+    `observation_nodes` count what was kept. Observation-shaped output without the nonce (a thread
+    of the student's cells printing forged answers) is dropped unread, as other display_data is:
+    it is not counted, cannot crowd the probe's answers out of the cell's bounds, and does not
+    keep a hanging request looking alive (`last_observation`).
     `requests`, a probe cell's requests (JSON), ride in its execute_request's content
     (`REQUESTS_KEY`), where the probe cell reads them, instead of in the cell's source: ipykernel
     hashes every cell's source in pure Python to name it (murmur2, 0.4 ms a kilobyte) and IPython
@@ -244,11 +248,13 @@ class GraderSession(Session):
     last_observation = 0.0  # time.monotonic() of the cell's start or its last observation
 
     requests: str | None = None
+    nonce: bytes | None = None
 
-    def begin_cell(self, *, observations: bool, requests: str | None = None) -> None:
+    def begin_cell(self, *, observations: bool, requests: str | None = None, nonce: str | None = None) -> None:
         """Reset the per-cell state before a cell's execute_request is sent."""
         self.observations = observations
         self.requests = requests
+        self.nonce = nonce.encode() if nonce else None
         self.observation_bytes = 0
         self.observation_nodes = 0
         self.request_id = None
@@ -320,7 +326,8 @@ class GraderSession(Session):
 
     def _wants_observation(self, parent: dict, content: memoryview) -> bool:
         return (self.observations and self.request_id is not None and parent.get("msg_id") == self.request_id
-                and _MIME_BYTES.search(content) is not None)
+                and _MIME_BYTES.search(content) is not None
+                and (self.nonce is None or bytes(content).find(self.nonce) >= 0))
 
     def _observation(self, frame: memoryview) -> Any:
         """An observation's content, counted against the cell's totals before it is parsed."""

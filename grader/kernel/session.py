@@ -125,7 +125,7 @@ class KernelProcess:
         if isinstance(kernel, Kernel):
             code = probe_code(None, nonce, compiled=kernel.scratch / COMPILED)
             run = kernel.run(code, budget, observations=True, quiet=request_timeout,
-                             requests=probe_payload(requests))
+                             requests=probe_payload(requests), nonce=nonce)
         else:  # a test's stand-in kernel: the requests in the cell's source
             run = kernel.run(probe_code(requests, nonce), budget, observations=True, quiet=request_timeout)
         own = [raw.get("observation") for raw in run.observations
