@@ -95,13 +95,14 @@ def grade_task(task: Task, *, warm: bool = False) -> Report:
         return launched[-1]
 
     try:
-        return grade_guarded(lambda: grade_one(task.path, options, kernel_factory=tracked, verifier=verifier),
-                             lambda reason: error_report(task, reason))
+        report = grade_guarded(lambda: grade_one(task.path, options, kernel_factory=tracked, verifier=verifier),
+                               lambda reason: error_report(task, reason))
     finally:
         if warm and not launched:
             factory().close()  # launched for a submission that never used it (unreadable)
-        if warm:
-            worker.launch_ahead(options)  # the next submission's kernel, forked as this report goes back
+    if warm:
+        worker.launch_ahead(options)  # the next submission's kernel, forked as this report goes back
+    return report
 
 
 def _grade_in_worker(task: Task) -> Report:

@@ -78,6 +78,8 @@ class WarmWorker:
             return
         assert policy is not None
         self._join_ahead()
+        if self._ahead is not None:
+            return  # one is waiting already
         server = self._kernel_server(policy)
 
         def launch() -> None:

@@ -248,13 +248,13 @@ class GraderSession(Session):
     last_observation = 0.0  # time.monotonic() of the cell's start or its last observation
 
     requests: str | None = None
-    nonce: bytes | None = None
+    nonce: re.Pattern[bytes] | None = None
 
     def begin_cell(self, *, observations: bool, requests: str | None = None, nonce: str | None = None) -> None:
         """Reset the per-cell state before a cell's execute_request is sent."""
         self.observations = observations
         self.requests = requests
-        self.nonce = nonce.encode() if nonce else None
+        self.nonce = re.compile(re.escape(nonce.encode())) if nonce else None
         self.observation_bytes = 0
         self.observation_nodes = 0
         self.request_id = None
@@ -327,7 +327,7 @@ class GraderSession(Session):
     def _wants_observation(self, parent: dict, content: memoryview) -> bool:
         return (self.observations and self.request_id is not None and parent.get("msg_id") == self.request_id
                 and _MIME_BYTES.search(content) is not None
-                and (self.nonce is None or bytes(content).find(self.nonce) >= 0))
+                and (self.nonce is None or self.nonce.search(content) is not None))
 
     def _observation(self, frame: memoryview) -> Any:
         """An observation's content, counted against the cell's totals before it is parsed."""
