@@ -40,6 +40,11 @@ class Browser:
         to_r, self._to = os.pipe()
         self._from, from_w = os.pipe()
         self._profile = tempfile.mkdtemp(prefix="test-browser-")
+        # Chromium keeps a folder of its own in TMPDIR (org.chromium.Chromium.*), which a killed
+        # browser leaves behind: one in the host's /tmp for every test that opened a page. Kept in
+        # the profile instead, it goes with it.
+        scratch = os.path.join(self._profile, "tmp")
+        os.mkdir(scratch)
 
         # chromium reads fd 3 and writes fd 4: a small Python puts the pipes there and execs it (a
         # preexec_fn would fork this process, which JAX, imported here by other tests, warns against)
@@ -48,7 +53,8 @@ class Browser:
              "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
              "--no-default-browser-check", "--disable-extensions", "--remote-debugging-pipe",
              f"--user-data-dir={self._profile}", "about:blank"],
-            pass_fds=(to_r, from_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            pass_fds=(to_r, from_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "TMPDIR": scratch}, start_new_session=True)
         os.close(to_r)
         os.close(from_w)
         try:
@@ -72,15 +78,31 @@ class Browser:
         self.close()
 
     def close(self) -> None:
+        """Ask Chromium to close (it ends its helpers and removes what it keeps in TMPDIR), kill
+        what is left of its process group after 5 s, then remove the profile; a helper still
+        writing into it (the network service's state) is why the removal is tried again."""
         if self._process.poll() is None:
-            self._process.kill()
+            try:
+                os.write(self._to, json.dumps({"id": self._next_id + 1, "method": "Browser.close"}).encode() + b"\0")
+                self._process.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            os.killpg(self._process.pid, 9)
+        except OSError:
+            pass
         self._process.wait()
         for fd in (self._to, self._from):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        shutil.rmtree(self._profile, ignore_errors=True)
+        deadline = time.monotonic() + 5
+        while True:
+            shutil.rmtree(self._profile, ignore_errors=True)
+            if not os.path.exists(self._profile) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
 
     def _read(self, deadline: float) -> dict:
         while b"\0" not in self._buffer:

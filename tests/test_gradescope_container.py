@@ -78,6 +78,10 @@ if os.fork() == 0:  # a daemon that waits for the grading to end, then writes th
             time.sleep(0.05)
         os._exit(0)
     os._exit(0)
+for _ in range(200):  # the cell ends once the daemon has shown a sign of life, so that it surely ran
+    if os.path.exists(os.path.join(MARKS, "daemon-alive")):
+        break
+    time.sleep(0.01)
 '''
 
 
