@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import multiprocessing
 import pickle
 import re
 import tempfile
@@ -43,6 +42,7 @@ from pydantic import BaseModel, Field
 from grader import assignment as assignments
 from grader import precompile
 from grader.assignment import Assignment, reference_solutions
+from grader.batch import worker_start
 from grader.course.mutation import overfit
 from grader.course.mutation.families import FAMILIES, DerivedMutant, Family, derive_mutants
 from grader.course.mutation.interface import Interface, derive
@@ -220,8 +220,9 @@ def _describe(report: Report, ids: set[str]) -> str:
 
 def _introspect_in_worker(reference: str, interface: Interface) -> ReferenceFacts:
     """The reference's facts, from a fresh process (JAX stays out of the validating one)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+    start, args = worker_start.initializer()
+    with ProcessPoolExecutor(max_workers=1, mp_context=worker_start.context(), initializer=start,
+                             initargs=args) as pool:
         samples = {k: v.sample for k, v in interface.functions.items()}
         return pool.submit(introspect, reference, samples, list(interface.names)).result()
 

@@ -15,11 +15,11 @@ job costs no other job; a pool whose worker died is replaced at its next task.
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Protocol
 
+from grader.batch import worker_start
 from grader.batch.executors import Task, grade_task, stop_pool
 from grader.batch.worker_process import init
 from grader.report import Report
@@ -60,8 +60,9 @@ class _Slot:
         if self._pool is None or getattr(self._pool, "_broken", False):
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context, initializer=init,
-                                             initargs=(None, self._sandbox))
+            start, args = worker_start.initializer(init, (None, self._sandbox))
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context, initializer=start,
+                                             initargs=args)
         return self._pool
 
     def warm(self) -> None:
@@ -87,7 +88,7 @@ class LocalBackend:
 
     def __init__(self, workers: int, *, sandbox: bool):
         self.capacity = workers
-        context = multiprocessing.get_context("spawn")  # clean workers: no inherited threads
+        context = worker_start.context()  # clean workers: no inherited threads
         self._slots = [_Slot(context, sandbox) for _ in range(workers)]
         self._lock = threading.Lock()
 
