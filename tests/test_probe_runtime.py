@@ -31,6 +31,34 @@ def observe(op: str, namespace: dict, **fields) -> dict:
     return raw
 
 
+@pytest.fixture(autouse=True)
+def _the_test_process_s_children_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`runtime.serve` first kills and reaps every descendant of its process, as a kernel must
+    (tests/test_leftovers.py tests that in kernels). Here that process is the test's: it killed the
+    fork servers and the pool server that the process's other tests use (each booted again, or a
+    pool failing on a server reaped behind multiprocessing's back)."""
+    monkeypatch.setattr(runtime, "stop_leftover_processes", lambda: None)
+
+
+def test_serve_here_leaves_this_process_s_children_running() -> None:
+    import subprocess
+    import sys
+
+    echo = "import sys\nfor line in sys.stdin:\n    print(line, end='', flush=True)\n"
+    child = subprocess.Popen([sys.executable, "-c", echo], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        runtime.serve(json.dumps([{"op": "value", "id": "a", "name": "x"}]), {"x": 1}, emit=lambda o: None)
+        try:
+            child.stdin.write("alive?\n")
+            child.stdin.flush()
+        except BrokenPipeError:
+            pass
+        assert child.stdout.readline() == "alive?\n"  # a killed child answers with EOF
+    finally:
+        child.kill()
+        child.communicate()
+
+
 def test_mime_type_matches_the_protocol() -> None:
     assert runtime.MIME_TYPE == MIME_TYPE
 

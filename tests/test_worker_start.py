@@ -23,8 +23,7 @@ def _imported(name: str) -> bool:
 
 
 def _pool() -> ProcessPoolExecutor:
-    start, args = worker_start.initializer()
-    return ProcessPoolExecutor(max_workers=1, mp_context=worker_start.context(), initializer=start, initargs=args)
+    return worker_start.pool(1)
 
 
 def test_a_worker_has_the_environment_of_its_pool_not_of_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,12 +47,10 @@ def test_the_server_is_one_thread_and_its_workers_start_with_the_grader_imported
 
 POOL_THEN_KILLED = """
 import os, signal, sys
-from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import forkserver
 from grader.batch import worker_start
 if __name__ == "__main__":
-    start, args = worker_start.initializer()
-    pool = ProcessPoolExecutor(1, mp_context=worker_start.context(), initializer=start, initargs=args)
+    pool = worker_start.pool(1)
     print(pool.submit(os.getpid).result(), forkserver._forkserver._forkserver_pid, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -81,3 +78,18 @@ def test_a_worker_and_its_server_go_when_the_pool_s_process_is_killed(tmp_path) 
     while not (_gone(worker) and _gone(server)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(worker) and _gone(server)
+
+
+def test_a_server_that_something_else_killed_and_reaped_is_replaced() -> None:
+    """Found in the whole suite: a test ran Gradescope's run_autograder in its process, whose sweep
+    kills and reaps every descendant; the next pool failed with ChildProcessError."""
+    import signal
+
+    with _pool() as pool:
+        pool.submit(os.getpid).result(timeout=60)
+    server = forkserver._forkserver._forkserver_pid
+    os.kill(server, signal.SIGKILL)
+    os.waitpid(server, 0)  # reaped here, not by multiprocessing
+    with _pool() as pool:
+        assert pool.submit(_environment, "PATH").result(timeout=60) == os.environ["PATH"]
+    assert forkserver._forkserver._forkserver_pid not in (None, server)

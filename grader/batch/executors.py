@@ -148,14 +148,12 @@ class LocalExecutor:
 
     def __init__(self, workers: int):
         self.workers = workers
-        self._context = worker_start.context()  # clean workers: no inherited threads
+        self._context = worker_start.context()  # its queues
 
     def _pool(self, started: Any, sandbox: bool) -> ProcessPoolExecutor:
         """Workers whose fork servers start booting before the grader is imported there
         (grader/batch/early_servers.py)."""
-        start, args = worker_start.initializer(worker_process.init, (started, sandbox))
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context,
-                                   initializer=start, initargs=args)
+        return worker_start.pool(self.workers, worker_process.init, (started, sandbox))
 
     def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
         tasks = list(tasks)

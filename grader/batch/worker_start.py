@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 PRELOAD = ["grader.batch.worker_process", "grader.batch.early_servers", "grader.batch.executors",
@@ -25,13 +26,41 @@ def context() -> Any:
     """The multiprocessing context of the grader's worker pools."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
+    _forget_a_server_reaped_elsewhere()
     return ctx
 
 
-def initializer(then: Callable[..., None] | None = None,
-                args: tuple = ()) -> tuple[Callable[..., None], tuple]:
-    """`initializer` and `initargs` for a pool: the pool's environment, then `then(*args)`."""
-    return _start, (dict(os.environ), then, args)
+def _forget_a_server_reaped_elsewhere() -> None:
+    """multiprocessing starts a new server where its last one died, but fails (ChildProcessError)
+    where something else reaped it: a sweep of this process's descendants, as Gradescope's
+    run_autograder does before it writes results.json. Then it is forgotten as multiprocessing
+    forgets a dead one, and the next pool starts another."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    with server._lock:
+        pid = server._forkserver_pid
+        if pid is None:
+            return
+        try:
+            os.waitpid(pid, os.WNOHANG)
+            return  # ours to reap: multiprocessing's own check sees whether it lives
+        except ChildProcessError:
+            pass
+        try:
+            os.close(server._forkserver_alive_fd)
+        except (OSError, TypeError):
+            pass
+        server._forkserver_alive_fd = None
+        server._forkserver_address = None
+        server._forkserver_pid = None
+
+
+def pool(workers: int, then: Callable[..., None] | None = None, args: tuple = ()) -> ProcessPoolExecutor:
+    """A pool of `workers` processes forked from the server, each of which takes this process's
+    environment, dies with this process, then runs `then(*args)`."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context(), initializer=_start,
+                               initargs=(dict(os.environ), then, args))
 
 
 def _start(environment: dict[str, str], then: Callable[..., None] | None, args: tuple) -> None:

@@ -32,7 +32,6 @@ import pickle
 import re
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -220,9 +219,7 @@ def _describe(report: Report, ids: set[str]) -> str:
 
 def _introspect_in_worker(reference: str, interface: Interface) -> ReferenceFacts:
     """The reference's facts, from a fresh process (JAX stays out of the validating one)."""
-    start, args = worker_start.initializer()
-    with ProcessPoolExecutor(max_workers=1, mp_context=worker_start.context(), initializer=start,
-                             initargs=args) as pool:
+    with worker_start.pool(1) as pool:
         samples = {k: v.sample for k, v in interface.functions.items()}
         return pool.submit(introspect, reference, samples, list(interface.names)).result()
 

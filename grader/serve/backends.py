@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any, Protocol
+from typing import Protocol
 
 from grader.batch import worker_start
 from grader.batch.executors import Task, grade_task, stop_pool
@@ -50,8 +50,7 @@ def _warm(sandbox: bool) -> None:
 class _Slot:
     """One worker process: a pool of one, replaced when its worker is gone."""
 
-    def __init__(self, context: Any, sandbox: bool):
-        self._context = context
+    def __init__(self, sandbox: bool):
         self._sandbox = sandbox
         self._pool: ProcessPoolExecutor | None = None
         self.current: Future[Report] | None = None
@@ -60,9 +59,7 @@ class _Slot:
         if self._pool is None or getattr(self._pool, "_broken", False):
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
-            start, args = worker_start.initializer(init, (None, self._sandbox))
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context, initializer=start,
-                                             initargs=args)
+            self._pool = worker_start.pool(1, init, (None, self._sandbox))
         return self._pool
 
     def warm(self) -> None:
@@ -88,8 +85,7 @@ class LocalBackend:
 
     def __init__(self, workers: int, *, sandbox: bool):
         self.capacity = workers
-        context = worker_start.context()  # clean workers: no inherited threads
-        self._slots = [_Slot(context, sandbox) for _ in range(workers)]
+        self._slots = [_Slot(sandbox) for _ in range(workers)]
         self._lock = threading.Lock()
 
     def start(self) -> None:
