@@ -35,8 +35,8 @@ def observe(op: str, namespace: dict, **fields) -> dict:
 def _the_test_process_s_children_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """`runtime.serve` first kills and reaps every descendant of its process, as a kernel must
     (tests/test_leftovers.py tests that in kernels). Here that process is the test's: it killed the
-    fork servers and the pool server that the process's other tests use (each booted again, or a
-    pool failing on a server reaped behind multiprocessing's back)."""
+    warm worker's fork servers that the process's later tests use (booted again by the next), and
+    would kill any server a test of this process keeps."""
     monkeypatch.setattr(runtime, "stop_leftover_processes", lambda: None)
 
 

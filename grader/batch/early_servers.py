@@ -1,8 +1,8 @@
 """A batch worker's fork servers, started as the worker process starts.
 
 Booting a fork server is importing IPython, ipykernel and JAX in its sandbox (about 1.3 s of
-wall time). Started as the worker starts, they boot while the worker waits for its first task
-(and, where a pool spawns its workers, while it imports the grader), and the worker's warm worker
+wall time); a worker process spends about 0.8 s importing the grader before its first task.
+Started before those imports, the two overlap, and the worker's warm worker
 (grader/batch/warm_worker.py) adopts the servers at its first submission (`take`). This module imports
 only what starting the servers needs. Servers nobody adopted die with the worker: they are
 tracked (grader/sandbox/lifetime.py) like every server, and killed at its exit.

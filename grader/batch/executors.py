@@ -12,6 +12,7 @@ retried once in a fresh pool, then gets an error report.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -20,7 +21,7 @@ from typing import Any, Iterable, Iterator, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from grader import interrupts
-from grader.batch import warm_worker, worker_process, worker_start
+from grader.batch import warm_worker, worker_process
 from grader.faults import grade_guarded
 from grader.kernel.client import Kernel
 from grader.options import GradeOptions
@@ -148,12 +149,13 @@ class LocalExecutor:
 
     def __init__(self, workers: int):
         self.workers = workers
-        self._context = worker_start.context()  # its queues
+        self._context = multiprocessing.get_context("spawn")  # clean workers: no inherited threads
 
     def _pool(self, started: Any, sandbox: bool) -> ProcessPoolExecutor:
         """Workers whose fork servers start booting before the grader is imported there
         (grader/batch/early_servers.py)."""
-        return worker_start.pool(self.workers, worker_process.init, (started, sandbox))
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context,
+                                   initializer=worker_process.init, initargs=(started, sandbox))
 
     def map(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, Report]]:
         tasks = list(tasks)

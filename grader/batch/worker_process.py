@@ -1,11 +1,9 @@
 """A LocalExecutor worker process: how it starts, says which task it starts, and goes.
 
 Its initializer starts the worker's fork servers first (early_servers: they boot while the
-worker waits for its first task), then hands Ctrl-C to the parent (which stops the pool), makes
-SIGTERM kill the worker's kernels and verifiers and exit, and asks Linux for a SIGTERM when its
-parent dies. The worker is forked from the pool's server (grader/batch/worker_start.py), which
-also sends it a SIGTERM when the batch's process dies, even by SIGKILL, so that no worker (and no
-kernel it started) outlives it.
+grader is imported here), then hands Ctrl-C to the parent (which stops the pool), makes SIGTERM
+kill the worker's kernels and verifiers and exit, and asks Linux for a SIGTERM when the batch's
+process dies, even by SIGKILL, so that no worker (and no kernel it started) outlives it.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _die_with_parent() -> None:
-    """Linux: a SIGTERM when the worker's parent dies (PR_SET_PDEATHSIG): the pool's server, or
-    the batch's process where a pool spawns its workers."""
+    """Linux: a SIGTERM when the batch's process dies (PR_SET_PDEATHSIG)."""
     import ctypes
     import signal
     import sys

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import multiprocessing
 import pickle
 import re
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -41,7 +43,6 @@ from pydantic import BaseModel, Field
 from grader import assignment as assignments
 from grader import precompile
 from grader.assignment import Assignment, reference_solutions
-from grader.batch import worker_start
 from grader.course.mutation import overfit
 from grader.course.mutation.families import FAMILIES, DerivedMutant, Family, derive_mutants
 from grader.course.mutation.interface import Interface, derive
@@ -219,7 +220,8 @@ def _describe(report: Report, ids: set[str]) -> str:
 
 def _introspect_in_worker(reference: str, interface: Interface) -> ReferenceFacts:
     """The reference's facts, from a fresh process (JAX stays out of the validating one)."""
-    with worker_start.pool(1) as pool:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         samples = {k: v.sample for k, v in interface.functions.items()}
         return pool.submit(introspect, reference, samples, list(interface.names)).result()
 

@@ -15,11 +15,11 @@ job costs no other job; a pool whose worker died is replaced at its next task.
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Protocol
+from typing import Any, Protocol
 
-from grader.batch import worker_start
 from grader.batch.executors import Task, grade_task, stop_pool
 from grader.batch.worker_process import init
 from grader.report import Report
@@ -50,7 +50,8 @@ def _warm(sandbox: bool) -> None:
 class _Slot:
     """One worker process: a pool of one, replaced when its worker is gone."""
 
-    def __init__(self, sandbox: bool):
+    def __init__(self, context: Any, sandbox: bool):
+        self._context = context
         self._sandbox = sandbox
         self._pool: ProcessPoolExecutor | None = None
         self.current: Future[Report] | None = None
@@ -59,7 +60,8 @@ class _Slot:
         if self._pool is None or getattr(self._pool, "_broken", False):
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = worker_start.pool(1, init, (None, self._sandbox))
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context, initializer=init,
+                                             initargs=(None, self._sandbox))
         return self._pool
 
     def warm(self) -> None:
@@ -85,7 +87,8 @@ class LocalBackend:
 
     def __init__(self, workers: int, *, sandbox: bool):
         self.capacity = workers
-        self._slots = [_Slot(sandbox) for _ in range(workers)]
+        context = multiprocessing.get_context("spawn")  # clean workers: no inherited threads
+        self._slots = [_Slot(context, sandbox) for _ in range(workers)]
         self._lock = threading.Lock()
 
     def start(self) -> None:
