@@ -83,7 +83,8 @@ class Browser:
         writing into it (the network service's state) is why the removal is tried again."""
         if self._process.poll() is None:
             try:
-                os.write(self._to, json.dumps({"id": self._next_id + 1, "method": "Browser.close"}).encode() + b"\0")
+                closing = {"id": self._next_id + 1, "method": "Browser.close"}
+                os.write(self._to, json.dumps(closing).encode() + b"\0")
                 self._process.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass

@@ -1,4 +1,4 @@
-"""The tests' browser (tests/browser.py) and scripts/phone-view leave nothing in the host's temporary folder.
+"""The tests' browser (tests/browser.py) and scripts/phone-view leave nothing in the host's /tmp.
 
 Found on a developer's machine: 706 `org.chromium.Chromium.*` folders in /tmp, one for every test
 that opened a page, since the browser is killed at the end and Chromium keeps such a folder in
@@ -18,7 +18,8 @@ import pytest
 from browser import Browser, chromium
 
 pytestmark = [pytest.mark.kernel,
-              pytest.mark.skipif(chromium() is None, reason="chromium is not installed (scripts/install-chromium)")]
+              pytest.mark.skipif(chromium() is None,
+                                 reason="chromium is not installed (scripts/install-chromium)")]
 
 
 def _chromium_folders() -> set[str]:
@@ -40,8 +41,9 @@ def test_phone_view_leaves_no_folder_in_the_temporary_folder(tmp_path: Path) -> 
     page = tmp_path / "page.html"
     page.write_text("<!doctype html><meta name=viewport content='width=device-width'><p>hello</p>")
     before = _chromium_folders() | {p.name for p in Path(tempfile.gettempdir()).glob("phone-view-*")}
-    done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "phone-view"), str(page)],
-                          capture_output=True, text=True, timeout=120)
+    phone_view = Path(__file__).parents[1] / "scripts" / "phone-view"
+    done = subprocess.run([sys.executable, str(phone_view), str(page)], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["inner_width"] == 375
     after = _chromium_folders() | {p.name for p in Path(tempfile.gettempdir()).glob("phone-view-*")}

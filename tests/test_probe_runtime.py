@@ -45,7 +45,8 @@ def test_serve_here_leaves_this_process_s_children_running() -> None:
     import sys
 
     echo = "import sys\nfor line in sys.stdin:\n    print(line, end='', flush=True)\n"
-    child = subprocess.Popen([sys.executable, "-c", echo], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", echo], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
     try:
         runtime.serve(json.dumps([{"op": "value", "id": "a", "name": "x"}]), {"x": 1}, emit=lambda o: None)
         try:

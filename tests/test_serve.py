@@ -245,11 +245,16 @@ def test_hidden_values_stay_hidden_and_verdicts_are_those_of_grade_file_seed(
     assert status["score"] == json.loads(done.stdout)["score"]
 
 
-def test_a_new_hand_in_supersedes_the_queued_one(served: Served) -> None:
-    replies = [served.hand_in("erin", NOTEBOOK) for _ in range(3)]
+def test_a_new_hand_in_supersedes_the_queued_one(served: Served, tmp_path: Path) -> None:
+    # the first is still being graded when the next two come (a fresh clone's loaded run once took
+    # the first to its end, and the second into a worker, before the third was in): the second waits
+    slow = tmp_path / "slow.py"
+    slow.write_text((REPO / "solutions" / "ch2-jit.py").read_text(encoding="utf-8")
+                    + "\n\n# %% [slow]\nimport time\ntime.sleep(4)\n", encoding="utf-8")
+    replies = [served.hand_in("erin", path) for path in (slow, NOTEBOOK, NOTEBOOK)]
     assert [r.status_code for r in replies] == [202, 202, 202], [r.text for r in replies]
     ids = [r.json()["id"] for r in replies]
-    assert replies[2].json()["superseded"] == ids[1]  # the second waited behind the first, or was queued
+    assert replies[2].json()["superseded"] == ids[1]  # the second waited behind the first
     said = replies[2].json()["message"]
     assert "replaces your earlier hand-in" in said and ids[1] not in said  # no internal id in a sentence
     final = [served.finished("erin", job) for job in ids]
