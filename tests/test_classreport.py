@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote
@@ -472,10 +473,13 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={profile}", *args]
-    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(profile),
-           "XDG_CACHE_HOME": str(profile)}
-    out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S, env=env,
-                         stdin=subprocess.DEVNULL)
+    # Chromium's TMPDIR folder inside a folder of this run's, removed with it: not left in the host's
+    # /tmp (a short path: Chromium's socket there must fit in a Unix socket's 108 bytes)
+    with tempfile.TemporaryDirectory(prefix="chromium-") as scratch:
+        env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(profile),
+               "XDG_CACHE_HOME": str(profile), "TMPDIR": scratch}
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S,
+                             env=env, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr[-2000:]
     return out
 
