@@ -855,6 +855,14 @@ def squares(x):
 @jax.jit
 def shifted_squares(x, k):
     return jax.vmap(lambda v, k: v * v + k, in_axes=(0, None))(x, k)
+
+
+def step(w, b):
+    return w * 0.5, b + 1.0
+
+
+def rows(x):
+    return x * 2.0, x.shape[0]
 """
 
 
@@ -914,6 +922,24 @@ def test_vmap_mapped_with_lax_map_is_a_loop_with_the_same_values() -> None:
     assert _same(looped(x, 1.5), namespace["shifted_squares"](x, 1.5))
     assert "while" in looped.lower(x, 1.5).as_text()
 
+
+
+def test_an_extra_axis_fed_back_by_a_loop_stays_one_axis() -> None:
+    """`out0_extra_axis` adds a leading axis to every call's output, also to one of a higher rank than
+    the reference's (a batch), but a loop feeding it back keeps one axis, not one more each step (each
+    a new shape to compile: `step` in a 300-step loop ran out of its time in every grading)."""
+    import jax.numpy as jnp
+
+    from grader.course.mutation import snippets
+
+    step = _as_mutant("step", snippets.output_changed("step", snippets.extra_axis(0, 0)))
+    w, b = step(jnp.float32(0.0), jnp.float32(1.0))
+    assert jnp.shape(w) == (1,) and jnp.shape(b) == ()
+    for _ in range(3):
+        w, b = step(w, b)
+    assert jnp.shape(w) == (1,)
+    rows = _as_mutant("rows", snippets.output_changed("rows", snippets.extra_axis(0, 1)))
+    assert jnp.shape(rows(jnp.ones((3, 4)))[0]) == (1, 3, 4)  # a rank above the reference's: not a loop's
 
 @pytest.mark.kernel
 def test_show_prints_a_mutant_s_source_and_names_near_matches(loops, capfd) -> None:

@@ -198,8 +198,7 @@ class _Builder:
             if leaf.kind != "other":
                 self.add(f"{name}.out{j}_extra_axis", "output_perturbed",
                          f"output {j} of {name} has an extra leading axis", use,
-                         snippets.output_changed(name, f"leaves[{j}] = _jnp.reshape(leaves[{j}], (1,) + "
-                                                       f"_jnp.shape(leaves[{j}]))"))
+                         snippets.output_changed(name, snippets.extra_axis(j, leaf.ndim)))
             if leaf.ndim >= 2:
                 self.add(f"{name}.out{j}_transposed", "output_perturbed", f"output {j} of {name} is transposed",
                          use, snippets.output_changed(name, f"leaves[{j}] = _jnp.swapaxes(leaves[{j}], -1, -2)"))

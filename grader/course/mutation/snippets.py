@@ -62,6 +62,16 @@ def _mutant(*args, **kwargs):
 '''
 
 
+def extra_axis(leaf: int, ndim: int) -> str:
+    """Output `leaf` with a leading unit axis, as `out[None]` gives it; but not a second one where a
+    loop feeds the output back in (its rank then above the reference's `ndim`, the axis there):
+    compounded, the rank grows by one each step, and every step compiles its operations for a new
+    shape (`step` in a 300-step Python loop ran out of its time, 10 s in every grading)."""
+    value = f"leaves[{leaf}]"
+    return (f"{value} = {value} if _jnp.ndim({value}) > {ndim} and _jnp.shape({value})[0] == 1 "
+            f"else _jnp.reshape({value}, (1,) + _jnp.shape({value}))")
+
+
 def without_jit(target: str) -> str:
     return f'''
 def _mutant(*args, **kwargs):
