@@ -34,21 +34,23 @@ demo: bytecode
 # One store of the references' compiled programs for the three runs (tests/conftest.py's, else each
 # run built all three assignments' again, and course-ci before its first grading), removed at the end.
 test: bytecode
-	@store="$$(mktemp -d "$${TMPDIR:-/tmp}/grader-test-executables-XXXXXX")" && trap 'rm -rf "$$store"' EXIT \
+	@store="$$(mktemp -d "$${TMPDIR:-/tmp}/grader-test-executables-XXXXXX")" \
+	  && trap 'rm -rf "$$store"' EXIT && trap 'exit 130' INT TERM \
 	  && export GRADER_EXECUTABLES="$$store" \
 	  && echo '$(PY) -m pytest -n 2 -m "not serial"' && $(PY) -m pytest -n 2 -m "not serial" \
 	  && echo '$(PY) -m pytest -m serial' && $(PY) -m pytest -m serial \
-	  && $(MAKE) --no-print-directory course-ci
+	  && echo '$(COURSE_CI)' && $(COURSE_CI)
 
 # The sandbox in a cgroup v2 VM, as root and as a user (scripts/test-cgroup2; minutes under emulation).
 test-cgroup2: bytecode
 	scripts/test-cgroup2
 
 # What docs/course-ci.yml runs in a course repository: every assignment validated as test items.
+COURSE_CI = mkdir -p build && $(PY) -m pytest assignments --grade-jobs 2 --junitxml=build/validate.xml \
+  --grade-json=build/validate.json --grade-html=build/validate.html
+
 course-ci: bytecode
-	mkdir -p build
-	$(PY) -m pytest assignments --grade-jobs 2 --junitxml=build/validate.xml \
-	  --grade-json=build/validate.json --grade-html=build/validate.html
+	$(COURSE_CI)
 
 bench: bytecode
 	$(PY) bench/bench_grade.py

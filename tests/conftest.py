@@ -124,8 +124,8 @@ _BYTECODE = pytest.StashKey[bool]()  # sys.dont_write_bytecode before collection
 
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's store of compiled programs (grader/sandbox/executables.py) is its own, in a temporary
-    directory the workers and every `grade` a test starts inherit: the assignments tests copy and
-    change are built into it, never into the user's ~/.cache."""
+    directory the workers and every `grade` a test starts inherit (or the one `make test` gives its
+    three runs): the assignments tests copy and change are built into it, never into the user's ~/.cache."""
     import os
     import tempfile
 
