@@ -923,7 +923,6 @@ def test_vmap_mapped_with_lax_map_is_a_loop_with_the_same_values() -> None:
     assert "while" in looped.lower(x, 1.5).as_text()
 
 
-
 def test_an_extra_axis_fed_back_by_a_loop_stays_one_axis() -> None:
     """`out0_extra_axis` adds a leading axis to every call's output, also to one of a higher rank than
     the reference's (a batch), but a loop feeding it back keeps one axis, not one more each step (each
@@ -940,6 +939,7 @@ def test_an_extra_axis_fed_back_by_a_loop_stays_one_axis() -> None:
     assert jnp.shape(w) == (1,)
     rows = _as_mutant("rows", snippets.output_changed("rows", snippets.extra_axis(0, 1)))
     assert jnp.shape(rows(jnp.ones((3, 4)))[0]) == (1, 3, 4)  # a rank above the reference's: not a loop's
+
 
 @pytest.mark.kernel
 def test_show_prints_a_mutant_s_source_and_names_near_matches(loops, capfd) -> None:

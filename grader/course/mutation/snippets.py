@@ -64,7 +64,7 @@ def _mutant(*args, **kwargs):
 
 def extra_axis(leaf: int, ndim: int) -> str:
     """Output `leaf` with a leading unit axis, as `out[None]` gives it; but not a second one where a
-    loop feeds the output back in (its rank then above the reference's `ndim`, the axis there):
+    loop feeds the output back in (its rank already above the reference's `ndim`, led by that axis):
     compounded, the rank grows by one each step, and every step compiles its operations for a new
     shape (`step` in a 300-step Python loop ran out of its time, 10 s in every grading)."""
     value = f"leaves[{leaf}]"
