@@ -1,23 +1,25 @@
-"""Programs compiled once from an assignment's reference solution, which every sandboxed kernel
-and verifier reads instead of compiling the same program again.
+"""Programs compiled once from an assignment's reference solution, which every sandboxed
+verifier reads instead of compiling the same program again. No kernel reads them.
 
 Once kernels and verifiers are forked, XLA's compiles are much of what a submission costs: the
-verifier compiles each exported module it runs (14 for the ch2-jit reference), the kernel's probe
-each call whose compiles it counts. Many of those programs are ones the reference solution
-compiles too: a correct answer written the reference's way exports the same module (locations
-stripped), and the verifier's wrapper around it is the same program. JAX's persistent compilation
-cache finds a program by a hash of the program itself (debug locations stripped), the compile
-options, the XLA flags and the jaxlib and backend versions, so what it finds is the executable a
-fresh compile would have produced.
+verifier compiles each exported module it runs (14 for the ch2-jit reference). Many of those
+programs are ones the reference solution compiles too: a correct answer written the reference's
+way exports the same module (locations stripped), and the verifier's wrapper around it is the same
+program. JAX's persistent compilation cache finds a program by a hash of the program itself (debug
+locations stripped), the compile options, the XLA flags and the jaxlib and backend versions, so
+what it finds is the executable a fresh compile would have produced.
 
 Trust, the same as before it:
 - Only the grader writes the store. `build()` grades the reference solution once, in a sandbox
   whose cache directory is a fresh writable one, and adopts what that run compiled: regular files
   with JAX's names, bounded in size and number. No student's program is ever compiled into it, so
   nothing a submission does can change what another submission runs.
-- Every other kernel and verifier sees the store read-only (a bwrap bind), and JAX is told never
-  to write there (a minimum compile time no compile reaches). Without the namespaces layer there
-  is no read-only bind, and the store is not used.
+- Every other verifier sees the store read-only (a bwrap bind), and JAX is told never to write
+  there (a minimum compile time no compile reaches). Without the namespaces layer there is no
+  read-only bind, and the store is not used.
+- No kernel is given the store or told where it is: it is derived from the answer key, and a
+  kernel runs the student's code (a submission that read it handed the reference's programs back
+  as its own; `Sandbox.store()`, tests/test_kernel_reach.py). A kernel compiles what it runs.
 - The store is per machine (`~/.cache/jax-course-grader/executables/<jaxlib>-<cpu>`): an
   executable is compiled for this CPU. `GRADER_EXECUTABLES=off` turns it off, `=DIR` moves it.
 
@@ -130,7 +132,8 @@ def _sha256(file: Path) -> str | None:
 
 
 def sandbox_policy(sandboxed: bool) -> SandboxPolicy | None:
-    """The default sandbox of kernels and verifiers, reading the store where there is one."""
+    """The default sandbox of kernels and verifiers, with the store where there is one (which
+    only a verifier's sandbox binds: `Sandbox.store()`)."""
     from grader.sandbox.layers import SandboxPolicy
 
     return SandboxPolicy(executables=store()) if sandboxed else None
