@@ -6,7 +6,9 @@ read-only into every kernel, so a submission read the reference's programs and h
 as its own exports (100 on every module check). Nothing derived from the answer key (the
 reference's programs, the assignment folder with its references and hidden-input generators,
 the solutions) may be reachable from a kernel: only the student's own scratch, the grader's
-kernel-side code (grader/kernel/inside/), the course's Python environment and the system's own files.
+kernel-side code (grader/kernel/inside/), the course's Python environment, the system's own files
+and the one library the kernel preloads (grader/sandbox/futex_shim.py, built from the grader's own
+C source, bound at /run/grader/ and never at its place in the grader's home).
 
 The allowed places are written here, not taken from `Sandbox`, so that the test does not pass
 whatever the sandbox binds; and every readable file that has the size of a secret file is
@@ -26,6 +28,7 @@ import pytest
 
 from grader.kernel.client import Kernel
 from grader.kernel.server import KernelServer
+from grader.sandbox import futex_shim
 from grader.sandbox.layers import KERNEL_INSIDE, SandboxPolicy, _kernel_package_dirs, available
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +40,7 @@ pytestmark = [pytest.mark.kernel,
 SYSTEM = [Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/proc", "/dev",
                             "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group",
                             "/etc/nsswitch.conf")]
+SHIM = Path("/run/grader/libgrader-futex-private.so")  # the preloaded library, bound there alone
 
 # Run in the kernel: every path it can lstat below /, without following a link or entering
 # /proc and /dev (its own pid namespace and bwrap's minimal /dev), and its mount points.
@@ -72,7 +76,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _allowed(scratch: Path) -> list[Path]:
     return [*SYSTEM, Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), KERNEL_INSIDE,
-            *_kernel_package_dirs(), scratch.resolve()]
+            *_kernel_package_dirs(), scratch.resolve(),
+            *([SHIM] if futex_shim.library() is not None else [])]
 
 
 def _secrets(store: Path) -> dict[int, list[Path]]:

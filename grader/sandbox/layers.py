@@ -65,6 +65,8 @@ CORE_LAYERS = ("namespaces", "seccomp")  # without them a batch of strangers' co
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 ENV_PASSED = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 SECCOMP_FD = 9  # the privileged wrapper opens the filter on this fd for `bwrap --seccomp`
+SHIM_INSIDE = Path("/run/grader/libgrader-futex-private.so")  # where a kernel sees the preloaded library:
+# never at its host path, which would show the grader's home folder
 ADDRESS_SPACE_FACTOR = 2  # without cgroups: JAX and the kernel map about twice what they use
 BWRAP_LEVELS = 3  # bwrap processes above the kernel: 2 (the outer one, its pid-1 init); a bound
 # Rootless: beside the host's scratch folder's own files, the mount points of the two tmpfs that
@@ -626,6 +628,8 @@ class Sandbox:
                 cmd += seccomp.loader_command(SECCOMP_FD)
             # bwrap would clear the environment: nothing of the grader's reaches the kernel
             environment = {**launch_environment(self.scratch), "MPLBACKEND": "Agg"}
+            if (shim := self.futex_shim()) is not None:
+                environment["LD_PRELOAD"] = str(shim)
             cmd += ["env", "-i", *(f"{name}={value}" for name, value in environment.items())]
         if self.has("user") and not self.rootless:
             cmd += ["setpriv", f"--reuid={p.uid}", f"--regid={p.gid}", "--clear-groups",
@@ -704,6 +708,12 @@ class Sandbox:
             return made
 
         args += parents_of(self.scratch)  # TMPDIR=/var/tmp/x: /var, /var/tmp, ...
+        if (shim := self.futex_shim()) is not None:  # a kernel's std::future waits sleep (futex_shim.py)
+            for parent in reversed(SHIM_INSIDE.parents):  # made 0755: bwrap would copy the host folder's mode
+                if parent not in created:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    created.add(parent)
+            args += ["--ro-bind", str(shim), str(SHIM_INSIDE), "--setenv", "LD_PRELOAD", str(SHIM_INSIDE)]
         if (store := self.store()) is not None:
             args += parents_of(store)
             args += ["--bind" if self.policy.executables_writable else "--ro-bind", str(store), str(store)]
@@ -730,6 +740,16 @@ class Sandbox:
         if self.inner_tmpfs:
             return Path(f"/proc/{root_pid}/root{self.scratch / SCRATCH_BIND}")
         return self.scratch / SCRATCH_BIND if self.inner_folder else self.scratch
+
+    def futex_shim(self) -> Path | None:
+        """The library a kernel preloads so that its std::future waits sleep under the seccomp
+        filter (grader/sandbox/futex_shim.py): a kernel's alone (the verifier's filter allows
+        shared futexes), and only with that filter."""
+        if self.runtime_dir != KERNEL_INSIDE or not self.has("seccomp"):
+            return None
+        from grader.sandbox import futex_shim
+
+        return futex_shim.library()
 
     def store(self) -> Path | None:
         """The compiled-program store this sandbox reads (grader/sandbox/executables.py): a verifier's
