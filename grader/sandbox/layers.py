@@ -628,8 +628,6 @@ class Sandbox:
                 cmd += seccomp.loader_command(SECCOMP_FD)
             # bwrap would clear the environment: nothing of the grader's reaches the kernel
             environment = {**launch_environment(self.scratch), "MPLBACKEND": "Agg"}
-            if (shim := self.futex_shim()) is not None:
-                environment["LD_PRELOAD"] = str(shim)
             cmd += ["env", "-i", *(f"{name}={value}" for name, value in environment.items())]
         if self.has("user") and not self.rootless:
             cmd += ["setpriv", f"--reuid={p.uid}", f"--regid={p.gid}", "--clear-groups",
@@ -744,8 +742,9 @@ class Sandbox:
     def futex_shim(self) -> Path | None:
         """The library a kernel preloads so that its std::future waits sleep under the seccomp
         filter (grader/sandbox/futex_shim.py): a kernel's alone (the verifier's filter allows
-        shared futexes), and only with that filter."""
-        if self.runtime_dir != KERNEL_INSIDE or not self.has("seccomp"):
+        shared futexes), only with that filter, and only where bwrap binds it at SHIM_INSIDE
+        (without namespaces the kernel's user could not read it in the grader's home)."""
+        if self.runtime_dir != KERNEL_INSIDE or not self.has("seccomp") or not self.has("namespaces"):
             return None
         from grader.sandbox import futex_shim
 
