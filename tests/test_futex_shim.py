@@ -74,6 +74,23 @@ def test_a_wait_sleeps_until_its_deadline_or_a_wake_and_never_past_a_poll() -> N
 
 
 @needs_library
+def test_a_library_left_writable_by_others_is_built_again(tmp_path, monkeypatch) -> None:
+    """Every kernel loads it, so a file in its place that others could have written is not used."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    futex_shim.library.cache_clear()
+    try:
+        built = futex_shim.library()
+        assert built is not None and built.parent.parent == tmp_path / "jax-course-grader"
+        built.write_bytes(b"not a library")
+        built.chmod(0o666)
+        futex_shim.library.cache_clear()
+        assert futex_shim.library() == built
+        assert built.read_bytes()[:4] == b"\x7fELF" and built.stat().st_mode & 0o777 == 0o644
+    finally:
+        futex_shim.library.cache_clear()
+
+
+@needs_library
 @pytest.mark.kernel
 @pytest.mark.skipif(not {"seccomp", "namespaces"} <= set(ISOLATION.layers),
                     reason=f"no seccomp filter or no namespaces here: {ISOLATION.missing}")
