@@ -70,5 +70,5 @@ def materialize(cases: Cases, references: ModuleType | None, seed: int, check_id
     if _takes_domains(generator):
         params["domains"] = cases.domains
     with instructor_code(f"{check_id}: generator {cases.generator}"):
-        drawn = generator(rng_for(seed, check_id), **params)
+        drawn = generator(rng_for(seed, cases.draw_key or check_id), **params)
         return [c if isinstance(c, Case) else Case(args=tuple(c)) for c in drawn]

@@ -41,7 +41,12 @@ class Cases(_Spec):
         "Generator seeded from the run's seed; returns a list of grader.Case or argument tuples",
     )
     params: dict[str, JsonValue] = Field(default_factory=dict, description="keyword arguments for the generator")
+    draws_as: Identifier | None = Field(default=None, description=(
+        "the id of another check of this exercise with the same generator and params: these cases are its "
+        "very draws (one seed stream), so that two checks of the same calls (a value check and a `calls` "
+        "check of an eager function) cost the kernel one run of them, not two"))
     _domains: dict[str, ArgumentDomain] = PrivateAttr(default_factory=dict)  # the exercise's, set by ExerciseSpec
+    _draw_key: str | None = PrivateAttr(default=None)  # "<exercise>.<draws_as>", set by ExerciseSpec
 
     @property
     def domains(self) -> dict[str, ArgumentDomain]:
@@ -49,10 +54,17 @@ class Cases(_Spec):
         keyword draws from them (the spec is their one source)."""
         return dict(self._domains)
 
+    @property
+    def draw_key(self) -> str | None:
+        """The check whose seed stream draws these cases (`draws_as`), as '<exercise>.<id>'."""
+        return self._draw_key
+
     @model_validator(mode="after")
     def _one_source(self) -> Cases:
         if (self.rows is None) == (self.generator is None):
             raise ValueError("give either rows (with types) or a generator, not both or neither")
+        if self.draws_as is not None and self.generator is None:
+            raise ValueError("draws_as shares a generator's draws: it needs a generator, not rows")
         if self.rows is not None:
             if self.types is None:
                 raise ValueError("rows need types: one per positional argument")
@@ -631,7 +643,28 @@ class ExerciseSpec(_Spec):
             for cases in (getattr(check, "cases", None), returns.cases if returns is not None else None):
                 if cases is not None:
                     cases._domains = domains
+        self._shared_draws()
         return self
+
+    def _shared_draws(self) -> None:
+        """`cases.draws_as` names another check of this exercise that draws from the same
+        generator with the same params (so the shared draws are what both checks say they are)."""
+        by_id = {c.id: getattr(c, "cases", None) for c in self.checks}
+        for check in self.checks:
+            cases = getattr(check, "cases", None)
+            if cases is None or cases.draws_as is None:
+                continue
+            other = by_id.get(cases.draws_as)
+            if cases.draws_as == check.id or other is None or other.generator is None:
+                raise ValueError(f"{check.id}: draws_as names no other check of this exercise with a generator "
+                                 f"({cases.draws_as!r})")
+            if other.draws_as is not None:
+                raise ValueError(f"{check.id}: draws_as names {cases.draws_as}, which draws as "
+                                 f"{other.draws_as} itself: name {other.draws_as}")
+            if (other.generator, other.params) != (cases.generator, cases.params):
+                raise ValueError(f"{check.id}: draws_as {cases.draws_as} needs its generator and params "
+                                 f"({other.generator}, {other.params}); these are {cases.generator}, {cases.params}")
+            cases._draw_key = f"{self.id}.{cases.draws_as}"
 
 
 class AssignmentSpec(_Spec):

@@ -314,8 +314,10 @@ def test_a_helper_whose_results_are_thrown_away_is_told_apart_from_one_that_does
 def test_every_moved_call_runs_after_the_calls_between_two_cache_clears(monkeypatch) -> None:
     """The moved runs of a `perturb` request come after all its calls, JAX's caches cleared once
     before them and once after (not twice a call: each clear made `step` trace again, 0.2 s of a
-    hidden check's 0.3 s), besides the clear before each counted call; each call is still told
-    apart, and a jitted function traced with the moved helper leaves no trace behind."""
+    hidden check's 0.3 s), besides the clear before the first counted call, and before each later
+    one once `step` was called while JAX traced (from plain Python no trace holds a call of it:
+    each clear made `step` trace and load its program again); each call is still told apart, and a
+    jitted function traced with the moved helper leaves no trace behind."""
     namespace: dict = {}
     exec(STEP_AND_LOOP +  # noqa: S102 - a notebook's cell
          "def half(w, n):\n    for i in range(n):\n        v = step(w)\n        w = v if i % 2 else w * 0.5\n    return w\n"
@@ -326,11 +328,13 @@ def test_every_moved_call_runs_after_the_calls_between_two_cache_clears(monkeypa
     calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (1, 2, 4, 3)]
     used = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
     assert (used["counts"], used["uses"]) == ([1, 2, 4, 3], [True, True, True, True])
-    assert len(cleared) == len(calls) + 2  # before each counted call, then before and after the moved ones
+    assert len(cleared) == 1 + 2  # before the first counted call, then before and after the moved ones
     once = observe(namespace, "half", calls, count_calls="step", perturb=True)["result"]
     assert once["uses"] == [False, True, True, True]  # n = 1 throws step's only result away
+    cleared.clear()
     inside = observe(namespace, "traced", [{"args": [array([2.0])]}, {"args": [array([3.0])]}], count_calls="step",
                      perturb=True)["result"]
+    assert len(cleared) == 2 + 2  # step is called while `traced` traces: before each call
     assert inside["uses"] == [True, True] and [v["data"] for v in inside["values"]] == [[2.0], [2.5]]
     assert float(namespace["traced"](jnp.ones(1) * 2.0)[0]) == 2.0  # no trace with the moved step left behind
 
@@ -349,6 +353,21 @@ def test_a_step_called_once_through_a_jitted_helper_and_then_eagerly_is_counted_
     calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (2, 5, 3)]
     counted = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
     assert (counted["counts"], counted["uses"]) == ([2, 5, 3], [True, True, True])
+
+
+def test_a_step_called_through_a_jitted_helper_only_in_later_calls_is_counted_on_every_call() -> None:
+    """The caches are cleared before the first counted call, and before each later one only once
+    `step` was called while JAX traced: here the first call calls it from plain Python alone, the
+    second through a jitted helper it traces, and the third must trace that helper again."""
+    namespace: dict = {}
+    exec("import jax, jax.numpy as jnp\n"  # noqa: S102 - a notebook's cell
+         "def step(w):\n    return w * 0.5\n"
+         "@jax.jit\ndef first(w):\n    return step(w)\n"
+         "def loop(w, n):\n    if n > 2:\n        w = first(w)\n        n -= 1\n"
+         "    for _ in range(n):\n        w = step(w)\n    return w\n", namespace)
+    calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (1, 4, 5)]
+    counted = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
+    assert (counted["counts"], counted["uses"]) == ([1, 4, 5], [True, True, True])
 
 
 def test_a_loop_that_answers_differently_when_its_inputs_repeat_is_not_taken_for_one_using_step() -> None:

@@ -60,10 +60,11 @@ class LocalProber:
 
     def _observe(self, requests: list[Request]) -> dict[str, Observation]:
         out = {}
-        runtime.begin_batch()
-        for request in requests:
+        wire = [request.model_dump(mode="json") for request in requests]
+        runtime.begin_batch(wire)
+        for request, asked in zip(requests, wire):
             self.current = request
-            raw = runtime.observe(request.model_dump(mode="json"), self.namespace)
+            raw = runtime.observe(asked, self.namespace)
             out[request.id] = Observation.model_validate(raw)
         self.current = None
         return out

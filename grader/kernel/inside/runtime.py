@@ -18,7 +18,7 @@ import os
 import re
 import signal
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -348,6 +348,14 @@ class _CountedCalls:
     def __enter__(self) -> "_CountedCalls":
         if self.name is None:
             return self
+        try:
+            self._bind()
+        except BaseException:  # a `with` does not exit what failed to enter: put back what was bound
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _bind(self) -> None:
         self._jit_counting()
         target = _resolve(self.namespace, self.name)
         if not callable(target):
@@ -360,7 +368,6 @@ class _CountedCalls:
             for name in sorted(names, key=lambda k: k != self.name)[: self.MAX_NAMES]:
                 self.originals.append((space, name, space[name]))
                 space[name] = self._counting(space[name])
-        return self
 
     def _jit_counting(self) -> None:
         """`jax.jit` (and every name bound to it) made, for the calls' time, to count the calls
@@ -385,10 +392,15 @@ class _CountedCalls:
                 space[name] = jit
 
     perturb = False  # while set, what the counted function returns is changed (`_perturbed`)
+    traced = False  # whether a counted call was made while JAX traced (then a cached trace hides calls)
 
     def _counting(self, original: Any) -> Any:
+        clean = _trace_state_clean()
+
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
+            if not self.traced and not clean():
+                self.traced = True
             result = original(*args, **kwargs)
             return _perturbed(result) if self.perturb else result
 
@@ -409,6 +421,19 @@ class _CountedCalls:
     def take(self) -> int:
         count, self.count = self.count, 0
         return min(count, MAX_COUNTED)
+
+
+def _trace_state_clean() -> Callable[[], bool]:
+    """Whether no JAX trace is under way (a call from plain Python); where this JAX does not say,
+    every call counts as made while tracing."""
+    try:
+        from jax._src import core
+
+        clean = core.trace_state_clean
+        clean()
+        return clean
+    except Exception:  # noqa: BLE001 - another JAX: the caches are cleared before every counted call
+        return lambda: False
 
 
 _plus_one: Any = None  # jax.jit(lambda x: x + 1), made on first use
@@ -503,58 +528,180 @@ def _uses_what_it_returns(fn: Any, calls: list[tuple[tuple, dict, dict]], counte
     return uses
 
 
+def _call_key(request: dict) -> str:
+    """What makes two call requests the same calls: the function, the calls, the globals set."""
+    return json.dumps([request.get("target"), request.get("calls"), request.get("set_globals", {})], sort_keys=True)
+
+
+class SharedRuns:
+    """One run of the same calls for the two requests of a batch that ask them: a plain call
+    request (a value check of an eager function) and a counting one (a `calls` check), which
+    draw the very same cases when the spec says so (`cases.draws_as`). The calls run once, counted
+    (counting reads the calls, it changes none of their values), in the turn of whichever of the
+    two comes first; the other is answered from that run, and a counting request whose counts are
+    known makes only its moved run (`perturb`). A plain request's turn is then no longer than its
+    own run (the moved run stays in the counting request's turn, under its limit). Requests that
+    watch (`watch`: a pure check) are never shared: their calls are observed differently."""
+
+    def __init__(self, requests: list[dict] | None = None) -> None:
+        self.counting: dict[str, str] = {}  # call key -> the helper a counting request of the batch counts
+        self.runs: dict[str, tuple[list, list | None, str | None]] = {}  # call key -> values, counts, helper
+        for request in requests or []:
+            if isinstance(request, dict) and request.get("op") == "call" and not request.get("watch") \
+                    and isinstance(request.get("count_calls"), str):
+                self.counting.setdefault(_call_key(request), request["count_calls"])
+
+    def known(self, request: dict) -> tuple[list, list | None] | None:
+        """The values (and counts) a run of the same calls already gave this request, if any."""
+        if request.get("watch"):
+            return None
+        run = self.runs.get(_call_key(request))
+        helper = request.get("count_calls")
+        if run is None or (helper is not None and run[2] != helper):
+            return None
+        return run[0], run[1]
+
+    def helper_to_count(self, request: dict) -> str | None:
+        """For a plain request: the helper its counting twin of this batch counts (then its run counts)."""
+        if request.get("watch") or request.get("count_calls") is not None:
+            return None
+        return self.counting.get(_call_key(request))
+
+    def keep(self, request: dict, values: list, counts: list | None, helper: str | None) -> None:
+        if not request.get("watch"):
+            self.runs[_call_key(request)] = (values, counts, helper)
+
+
+_shared_runs = SharedRuns()
+
+
 def op_call(request: dict, namespace: dict) -> dict:
     """Call the function on each call in turn. With `watch`, JAX's caches are cleared before each
     call, so that a jitted function traces again and what its Python does while tracing (the
     globals it changes) happens during this call, and what changed outside the function is
-    reported (`state.py`). With `count_calls` too: a jitted function whose trace an earlier cell or
+    reported (`state.py`). With `count_calls`, before the first call too, and before each later one
+    once a counted call was made while JAX traced: a jitted function whose trace an earlier cell or
     call left in the cache calls its helpers only when it traces, so a loop that calls `step` once
     through a jitted helper and the other times eagerly would be counted short on every call but
     the first (found by an attack on the moved calls' change, which had made the calls after the
-    first reuse each other's traces)."""
+    first reuse each other's traces). Where every counted call came from plain Python, no trace
+    holds one, and `step`'s program is not traced and loaded again for each call. The same calls
+    asked twice in a batch run once (`SharedRuns`)."""
+    known = _shared_runs.known(request)
+    helper = request.get("count_calls")
+    if known is not None and helper is None:
+        return {"op": "call", "values": known[0]}
+    twin = _shared_runs.helper_to_count(request)
+    if twin is not None:
+        try:
+            values, counts = _counted_run(request, namespace, twin, known=None, perturb=False)[:2]
+        except _HelperUnusable:  # the twin says so in its own turn; these values need no helper
+            pass
+        else:
+            _shared_runs.keep(request, values, counts, twin)
+            return {"op": "call", "values": values}
+    if helper is not None and not request.get("watch"):
+        try:
+            values, counts, uses = _counted_run(request, namespace, helper, known=known,
+                                                perturb=bool(request.get("perturb")))
+        except _HelperUnusable as unusable:
+            raise unusable.cause from None
+        _shared_runs.keep(request, values, counts, helper)
+        result = {"op": "call", "values": values, "counts": counts}
+        if request.get("perturb"):
+            result["uses"] = uses
+        return result
+    return _watched_or_plain_run(request, namespace)
+
+
+class _HelperUnusable(Exception):
+    """The helper to count is missing or not a function: raised before any call is made."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+@contextlib.contextmanager
+def _globals_set(request: dict, namespace: dict) -> Iterator[None]:
+    overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
+    saved = {k: namespace[k] for k in overrides if k in namespace}
+    namespace.update(overrides)
+    try:
+        yield
+    finally:
+        for k in overrides:
+            namespace.pop(k, None)
+        namespace.update(saved)
+
+
+def _counted_run(request: dict, namespace: dict, helper: str, known: tuple[list, list | None] | None,
+                 perturb: bool) -> tuple[list, list, list]:
+    """The calls with `helper`'s calls counted (values and counts, unless `known` has them), then,
+    with `perturb`, every counted call again with its results moved (`_uses_what_it_returns`)."""
+    import jax
+
+    fn = _resolve(namespace, request["target"])
+    calls = _calls(request)
+    values, counts = (list(known[0]), list(known[1] or [])) if known is not None else ([], [])
+    with _globals_set(request, namespace), jax.disable_jit(False):
+        counter = _CountedCalls(namespace, helper, fn)
+        try:
+            counted = counter.__enter__()
+        except (_Missing, TypeError) as exc:
+            raise _HelperUnusable(exc) from None
+        try:
+            if known is None:
+                for n, (args, kwargs) in enumerate(calls):
+                    if n == 0 or counted.traced:
+                        jax.clear_caches()
+                    values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
+                    counts.append(counted.take())
+            uses: list[bool] = []
+            if perturb:  # every call's moved run after all of them: two cache clears
+                moved = _uses_what_it_returns(
+                    fn, [(a, k, v) for (a, k), v, c in zip(calls, values, counts) if c], counted)
+                uses = [bool(c) and moved.pop(0) for c in counts]
+        finally:
+            counter.__exit__(None, None, None)
+    return values, counts, uses
+
+
+def _watched_or_plain_run(request: dict, namespace: dict) -> dict:
+    """A call request that watches (a pure check, counting too when it says so) or counts nothing."""
     import jax
 
     fn = _resolve(namespace, request["target"])
     calls = _calls(request)
     counting = request.get("count_calls") is not None
     state = _sibling("state") if request.get("watch") else None
-    overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
-    saved = {k: namespace[k] for k in overrides if k in namespace}
-    namespace.update(overrides)
     values, counts, mutated, uses = [], [], [], []
     perturbing = bool(request.get("perturb")) and counting
     held = _JaxLogsHeld() if state else contextlib.nullcontext()
-    try:
-        with jax.disable_jit(False), held, _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
-            for args, kwargs in calls:
-                if state or counting:
-                    jax.clear_caches()
-                before = state.snapshot(namespace, fn, args, kwargs) if state else None
-                values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
-                count = counted.take()
-                counts.append(count)
-                if perturbing and state:  # what the moved call changes is this call's to report
-                    uses += _uses_what_it_returns(fn, [(args, kwargs, values[-1])], counted) if count else [False]
-                if state:
-                    changed = state.changes(before, state.snapshot(namespace, fn, args, kwargs))
-                    mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
-                    changed = _watched_on_the_host(state, namespace, fn, args, kwargs)
-                    mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
-            if perturbing and not state:  # every call's moved run after all of them: two cache clears
-                moved = _uses_what_it_returns(
-                    fn, [(a, k, v) for (a, k), v, c in zip(calls, values, counts) if c], counted)
-                uses = [bool(c) and moved.pop(0) for c in counts]
-    finally:
-        for k in overrides:
-            namespace.pop(k, None)
-        namespace.update(saved)
+    with _globals_set(request, namespace), jax.disable_jit(False), held, \
+            _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
+        for args, kwargs in calls:
+            if state or counting:
+                jax.clear_caches()
+            before = state.snapshot(namespace, fn, args, kwargs) if state else None
+            values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
+            count = counted.take()
+            counts.append(count)
+            if perturbing and state:  # what the moved call changes is this call's to report
+                uses += _uses_what_it_returns(fn, [(args, kwargs, values[-1])], counted) if count else [False]
+            if state:
+                changed = state.changes(before, state.snapshot(namespace, fn, args, kwargs))
+                mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
+                changed = _watched_on_the_host(state, namespace, fn, args, kwargs)
+                mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
     result = {"op": "call", "values": values}
-    if request.get("count_calls") is not None:
+    if counting:
         result["counts"] = counts
     if perturbing:
         result["uses"] = uses
     if state:
         result["mutated"] = [_short(m) for m in mutated]
+    _shared_runs.keep(request, values, counts if counting else None, request.get("count_calls"))
     return result
 
 
@@ -979,10 +1126,12 @@ def _baked(fn: Any, specs: list[dict], fallback: dict[int, dict],
 _batch_exports = AbstractExports()
 
 
-def begin_batch() -> None:
-    """Forget the exports of the last batch (`serve` starts each batch with it)."""
-    global _batch_exports
+def begin_batch(requests: list[dict] | None = None) -> None:
+    """Forget the exports and calls of the last batch (`serve` starts each batch with it); the
+    batch's `requests` tell which calls two of its requests share (`SharedRuns`)."""
+    global _batch_exports, _shared_runs
     _batch_exports = AbstractExports()
+    _shared_runs = SharedRuns(requests)
 
 
 class StaticArgumentError(Exception):
@@ -1254,9 +1403,10 @@ def serve(requests_json: str, namespace: dict, emit: Callable[[dict], None] | No
     """
     emit = emit or _publish
     stop_leftover_processes()
-    begin_batch()
+    requests = json.loads(requests_json)
+    begin_batch(requests if isinstance(requests, list) else None)
     if compiled is not None:
         keep_compiled(compiled)
-    for request in json.loads(requests_json):
+    for request in requests:
         _keep_ir_context()  # a grading kernel's, not a self-check's: the student's kernel lives on
         emit({"nonce": nonce, "observation": observe(request, namespace)})
