@@ -465,7 +465,6 @@ def test_title_comes_from_the_spec_when_known(tmp_path: Path) -> None:
 needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None,
                                     reason="chromium is not installed (scripts/install-chromium installs it)")
 BROWSER_TIMEOUT_S = 120  # a safety net against a hung browser, not a speed requirement
-SHOTS = Path("/tmp/w")  # where the screenshots are also copied, to be looked at
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -648,7 +647,9 @@ def _probe(page: Path, width: int, height: int) -> Path:
 @needs_chromium
 @pytest.mark.parametrize("width,height", [(1400, 900), (375, 800)])
 def test_browser_screenshot_fits_the_width(tmp_path: Path, batch_folder: Path, width: int, height: int) -> None:
-    """At 1400 px and on a phone, the page is no wider than the window (tables scroll in their box)."""
+    """At 1400 px and on a phone, the page is no wider than the window (tables scroll in their box).
+    The screenshots stay in the test's own folder (pytest keeps the last runs' under its basetemp):
+    `make test` writes nothing else to the host's /tmp (they were copied to /tmp/w, left behind)."""
     shot = tmp_path / f"classpage-{width}.png"
     chromium(tmp_path, f"--screenshot={shot}", f"--window-size={width},{height}", "--hide-scrollbars",
              (batch_folder / "index.html").as_uri())
@@ -656,8 +657,6 @@ def test_browser_screenshot_fits_the_width(tmp_path: Path, batch_folder: Path, w
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert (int.from_bytes(data[16:20]), int.from_bytes(data[20:24])) == (width, height)
     assert len(data) > 20_000  # a blank page of that size compresses to a few kB
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(shot, SHOTS / shot.name)
     body = dump(tmp_path, _probe(batch_folder / "index.html", width, height).as_uri()).root.find("body")[0]
     assert body.attrs["data-width"] == str(width)
     assert body.attrs["data-sorted"] == "name"  # the page's own script ran in the frame
