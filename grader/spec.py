@@ -649,15 +649,19 @@ class ExerciseSpec(_Spec):
     def _shared_draws(self) -> None:
         """`cases.draws_as` names another check of this exercise that draws from the same
         generator with the same params (so the shared draws are what both checks say they are)."""
-        by_id = {c.id: getattr(c, "cases", None) for c in self.checks}
+        by_id = {c.id: c for c in self.checks}
         for check in self.checks:
             cases = getattr(check, "cases", None)
             if cases is None or cases.draws_as is None:
                 continue
-            other = by_id.get(cases.draws_as)
+            named = by_id.get(cases.draws_as)
+            other = getattr(named, "cases", None)
             if cases.draws_as == check.id or other is None or other.generator is None:
                 raise ValueError(f"{check.id}: draws_as names no other check of this exercise with a generator "
                                  f"({cases.draws_as!r})")
+            if named.hidden != check.hidden:  # type: ignore[union-attr]
+                raise ValueError(f"{check.id}: draws_as {cases.draws_as}: a hidden check and a visible one never "
+                                 "share draws (the visible one would show the hidden inputs)")
             if other.draws_as is not None:
                 raise ValueError(f"{check.id}: draws_as names {cases.draws_as}, which draws as "
                                  f"{other.draws_as} itself: name {other.draws_as}")

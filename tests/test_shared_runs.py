@@ -165,6 +165,8 @@ def test_draws_as_gives_the_very_draws_of_the_check_it_names(tmp_path: Path) -> 
     ('cases.generator = "draw"\ncases.draws_as = "b"\n', "draws_as names no other check"),
     ('cases.generator = "draw"\ncases.params.count = 3\ncases.draws_as = "a"\n', "needs its generator and params"),
     ('cases.types = ["py"]\ncases.rows = [[1.0]]\ncases.draws_as = "a"\n', "needs a generator, not rows"),
+    ('cases.generator = "draw"\ncases.draws_as = "a"\nhidden = true\nhint = "other values"\n',
+     "a hidden check and a visible one never share draws"),
 ])
 def test_draws_as_must_name_a_check_with_the_same_generator_and_params(tmp_path: Path, second, said) -> None:
     problems = problems_of(_with_generators(tmp_path, second))
