@@ -528,8 +528,11 @@ def _uses_what_it_returns(fn: Any, calls: list[tuple[tuple, dict, dict]], counte
     return uses
 
 
-def _call_key(request: dict) -> str:
-    """What makes two call requests the same calls: the function, the calls, the globals set."""
+def _call_key(request: dict) -> str | None:
+    """What makes two call requests the same calls: the function, the calls, the globals set;
+    None for a request that watches (its calls are observed differently, and shared with none)."""
+    if request.get("watch"):
+        return None
     return json.dumps([request.get("target"), request.get("calls"), request.get("set_globals", {})], sort_keys=True)
 
 
@@ -541,35 +544,29 @@ class SharedRuns:
     two comes first; the other is answered from that run, and a counting request whose counts are
     known makes only its moved run (`perturb`). A plain request's turn is then no longer than its
     own run (the moved run stays in the counting request's turn, under its limit). Requests that
-    watch (`watch`: a pure check) are never shared: their calls are observed differently."""
+    watch (`watch`: a pure check) are never shared."""
 
     def __init__(self, requests: list[dict] | None = None) -> None:
         self.counting: dict[str, str] = {}  # call key -> the helper a counting request of the batch counts
         self.runs: dict[str, tuple[list, list | None, str | None]] = {}  # call key -> values, counts, helper
         for request in requests or []:
-            if isinstance(request, dict) and request.get("op") == "call" and not request.get("watch") \
+            if isinstance(request, dict) and request.get("op") == "call" \
                     and isinstance(request.get("count_calls"), str):
-                self.counting.setdefault(_call_key(request), request["count_calls"])
+                key = _call_key(request)
+                if key is not None:
+                    self.counting.setdefault(key, request["count_calls"])
 
-    def known(self, request: dict) -> tuple[list, list | None] | None:
-        """The values (and counts) a run of the same calls already gave this request, if any."""
-        if request.get("watch"):
-            return None
-        run = self.runs.get(_call_key(request))
-        helper = request.get("count_calls")
+    def known(self, key: str | None, helper: str | None) -> tuple[list, list] | None:
+        """The values (and, for a request counting `helper`, its counts) that a run of the same
+        calls already gave, if any."""
+        run = self.runs.get(key) if key is not None else None
         if run is None or (helper is not None and run[2] != helper):
             return None
-        return run[0], run[1]
+        return run[0], run[1] or []
 
-    def helper_to_count(self, request: dict) -> str | None:
-        """For a plain request: the helper its counting twin of this batch counts (then its run counts)."""
-        if request.get("watch") or request.get("count_calls") is not None:
-            return None
-        return self.counting.get(_call_key(request))
-
-    def keep(self, request: dict, values: list, counts: list | None, helper: str | None) -> None:
-        if not request.get("watch"):
-            self.runs[_call_key(request)] = (values, counts, helper)
+    def keep(self, key: str | None, values: list, counts: list | None, helper: str | None) -> None:
+        if key is not None:
+            self.runs[key] = (values, counts, helper)
 
 
 _shared_runs = SharedRuns()
@@ -586,32 +583,30 @@ def op_call(request: dict, namespace: dict) -> dict:
     the first (found by an attack on the moved calls' change, which had made the calls after the
     first reuse each other's traces). Where every counted call came from plain Python, no trace
     holds one, and `step`'s program is not traced and loaded again for each call. The same calls
-    asked twice in a batch run once (`SharedRuns`)."""
-    known = _shared_runs.known(request)
-    helper = request.get("count_calls")
-    if known is not None and helper is None:
+    asked twice in a batch run once (`SharedRuns`): a plain request whose counting twin is in the
+    batch runs its calls counted as the twin would, and keeps the counts for it."""
+    key, own = _call_key(request), request.get("count_calls")
+    known = _shared_runs.known(key, own)
+    if known is not None and own is None:
         return {"op": "call", "values": known[0]}
-    twin = _shared_runs.helper_to_count(request)
-    if twin is not None:
-        try:
-            values, counts = _counted_run(request, namespace, twin, known=None, perturb=False)[:2]
-        except _HelperUnusable:  # the twin says so in its own turn; these values need no helper
-            pass
-        else:
-            _shared_runs.keep(request, values, counts, twin)
-            return {"op": "call", "values": values}
-    if helper is not None and not request.get("watch"):
-        try:
-            values, counts, uses = _counted_run(request, namespace, helper, known=known,
-                                                perturb=bool(request.get("perturb")))
-        except _HelperUnusable as unusable:
+    helper = own if own is not None else _shared_runs.counting.get(key) if key is not None else None
+    perturb = own is not None and bool(request.get("perturb"))
+    try:
+        values, counts, uses, mutated = _run_calls(request, namespace, helper, known, perturb)
+    except _HelperUnusable as unusable:
+        if own is not None:
             raise unusable.cause from None
-        _shared_runs.keep(request, values, counts, helper)
-        result = {"op": "call", "values": values, "counts": counts}
-        if request.get("perturb"):
-            result["uses"] = uses
-        return result
-    return _watched_or_plain_run(request, namespace)
+        helper = None  # the twin says why in its own turn; these values need no helper
+        values, counts, uses, mutated = _run_calls(request, namespace, None, None, False)
+    _shared_runs.keep(key, values, counts if helper is not None else None, helper)
+    result: dict[str, Any] = {"op": "call", "values": values}
+    if own is not None:
+        result["counts"] = counts
+    if perturb:
+        result["uses"] = uses
+    if request.get("watch"):
+        result["mutated"] = [_short(m) for m in mutated]
+    return result
 
 
 class _HelperUnusable(Exception):
@@ -624,6 +619,7 @@ class _HelperUnusable(Exception):
 
 @contextlib.contextmanager
 def _globals_set(request: dict, namespace: dict) -> Iterator[None]:
+    """The request's `set_globals` bound in the namespace while it runs, then what was there put back."""
     overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
     saved = {k: namespace[k] for k in overrides if k in namespace}
     namespace.update(overrides)
@@ -635,74 +631,50 @@ def _globals_set(request: dict, namespace: dict) -> Iterator[None]:
         namespace.update(saved)
 
 
-def _counted_run(request: dict, namespace: dict, helper: str, known: tuple[list, list | None] | None,
-                 perturb: bool) -> tuple[list, list, list]:
-    """The calls with `helper`'s calls counted (values and counts, unless `known` has them), then,
-    with `perturb`, every counted call again with its results moved (`_uses_what_it_returns`)."""
+def _run_calls(request: dict, namespace: dict, helper: str | None, known: tuple[list, list] | None,
+               perturb: bool) -> tuple[list, list, list, list]:
+    """The calls (values, counts, uses, what changed): watched when the request says so, with
+    `helper`'s calls counted when one is given, none made when `known` holds their values and
+    counts; with `perturb`, every counted call again with the helper's results moved
+    (`_uses_what_it_returns`): a watched call's right after it, the others' after all of them,
+    between two cache clears."""
     import jax
 
     fn = _resolve(namespace, request["target"])
     calls = _calls(request)
-    values, counts = (list(known[0]), list(known[1] or [])) if known is not None else ([], [])
-    with _globals_set(request, namespace), jax.disable_jit(False):
+    state = _sibling("state") if request.get("watch") else None
+    values, counts = (list(known[0]), list(known[1])) if known is not None else ([], [])
+    uses: list[bool] = []
+    mutated: list[str] = []
+    held = _JaxLogsHeld() if state else contextlib.nullcontext()
+    with _globals_set(request, namespace), jax.disable_jit(False), held:
         counter = _CountedCalls(namespace, helper, fn)
         try:
             counted = counter.__enter__()
         except (_Missing, TypeError) as exc:
             raise _HelperUnusable(exc) from None
         try:
-            if known is None:
-                for n, (args, kwargs) in enumerate(calls):
-                    if n == 0 or counted.traced:
-                        jax.clear_caches()
-                    values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
-                    counts.append(counted.take())
-            uses: list[bool] = []
-            if perturb:  # every call's moved run after all of them: two cache clears
+            for n, (args, kwargs) in enumerate(calls if known is None else []):
+                if state or (helper is not None and (n == 0 or counted.traced)):
+                    jax.clear_caches()
+                before = state.snapshot(namespace, fn, args, kwargs) if state else None
+                values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
+                count = counted.take()
+                counts.append(count)
+                if perturb and state:  # what the moved call changes is this call's to report
+                    uses += _uses_what_it_returns(fn, [(args, kwargs, values[-1])], counted) if count else [False]
+                if state:
+                    changed = state.changes(before, state.snapshot(namespace, fn, args, kwargs))
+                    mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
+                    changed = _watched_on_the_host(state, namespace, fn, args, kwargs)
+                    mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
+            if perturb and not state:  # every call's moved run after all of them: two cache clears
                 moved = _uses_what_it_returns(
                     fn, [(a, k, v) for (a, k), v, c in zip(calls, values, counts) if c], counted)
                 uses = [bool(c) and moved.pop(0) for c in counts]
         finally:
             counter.__exit__(None, None, None)
-    return values, counts, uses
-
-
-def _watched_or_plain_run(request: dict, namespace: dict) -> dict:
-    """A call request that watches (a pure check, counting too when it says so) or counts nothing."""
-    import jax
-
-    fn = _resolve(namespace, request["target"])
-    calls = _calls(request)
-    counting = request.get("count_calls") is not None
-    state = _sibling("state") if request.get("watch") else None
-    values, counts, mutated, uses = [], [], [], []
-    perturbing = bool(request.get("perturb")) and counting
-    held = _JaxLogsHeld() if state else contextlib.nullcontext()
-    with _globals_set(request, namespace), jax.disable_jit(False), held, \
-            _CountedCalls(namespace, request.get("count_calls"), fn) as counted:
-        for args, kwargs in calls:
-            if state or counting:
-                jax.clear_caches()
-            before = state.snapshot(namespace, fn, args, kwargs) if state else None
-            values.append(encode(jax.block_until_ready(fn(*args, **kwargs))))
-            count = counted.take()
-            counts.append(count)
-            if perturbing and state:  # what the moved call changes is this call's to report
-                uses += _uses_what_it_returns(fn, [(args, kwargs, values[-1])], counted) if count else [False]
-            if state:
-                changed = state.changes(before, state.snapshot(namespace, fn, args, kwargs))
-                mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
-                changed = _watched_on_the_host(state, namespace, fn, args, kwargs)
-                mutated += [c for c in changed if c not in mutated][: state.MAX_CHANGES - len(mutated)]
-    result = {"op": "call", "values": values}
-    if counting:
-        result["counts"] = counts
-    if perturbing:
-        result["uses"] = uses
-    if state:
-        result["mutated"] = [_short(m) for m in mutated]
-    _shared_runs.keep(request, values, counts if counting else None, request.get("count_calls"))
-    return result
+    return values, counts, uses, mutated
 
 
 def _jaxpr_primitives(jaxpr: Any, found: set[str]) -> None:
@@ -1203,30 +1175,23 @@ def _export(request: dict, namespace: dict, fn: Any) -> dict:
         return dict(before)
     name = _short(str(getattr(fn, "__name__", request["target"])))
     specs = list(request["args"])
-    overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
-    saved = {k: namespace[k] for k in overrides if k in namespace}
-    namespace.update(overrides)
-    try:
-        with jax.disable_jit(False), _QuietDebugging(), _StrippedModules() as stripping:
-            baked: list[int] = []
-            abstract_raised = None
-            args = [_export_arg(a) for a in specs]
-            try:
-                if before is not None:
-                    raise before
-                exported, direct, refused, tree = _exported(fn, args, list(range(len(args))), name)
-            except Exception as exc:
-                if before is None:
-                    made.put(request, fn, exc)
-                fallback = {int(k): v for k, v in request.get("fallback", {}).items()}
-                if not fallback:
-                    raise
-                abstract_raised = _raised(exc)
-                exported, direct, refused, tree, baked = _baked(fn, specs, fallback, name)
-    finally:
-        for k in overrides:
-            namespace.pop(k, None)
-        namespace.update(saved)
+    with _globals_set(request, namespace), jax.disable_jit(False), _QuietDebugging(), \
+            _StrippedModules() as stripping:
+        baked: list[int] = []
+        abstract_raised = None
+        args = [_export_arg(a) for a in specs]
+        try:
+            if before is not None:
+                raise before
+            exported, direct, refused, tree = _exported(fn, args, list(range(len(args))), name)
+        except Exception as exc:
+            if before is None:
+                made.put(request, fn, exc)
+            fallback = {int(k): v for k, v in request.get("fallback", {}).items()}
+            if not fallback:
+                raise
+            abstract_raised = _raised(exc)
+            exported, direct, refused, tree, baked = _baked(fn, specs, fallback, name)
     effects = tuple(e for e in exported.unordered_effects if type(e).__name__ != "DebugEffect")
     exported = dataclasses.replace(exported, unordered_effects=effects)
     if not stripping.active:
