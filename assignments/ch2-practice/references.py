@@ -55,13 +55,31 @@ def conditional_double(x, threshold):
 
 def conditional_double_cases(rng: np.random.Generator, domains: Domains, count: int = 8) -> list[Case]:
     """Scalar float32 x against Python-float thresholds from their domains: above, below, and
-    exactly equal."""
+    exactly equal; and x within less than 1 of a threshold that is not a whole number, on both
+    sides of it and equal to it, for both signs (drawn pairs are almost never that close, and a
+    domain's edges are whole numbers: a threshold rounded, truncated or cast to an integer before
+    the comparison would pass every other case)."""
     xs = draw(domains["x"], rng, count).astype(np.float32)
     thresholds = draw(domains["threshold"], rng, count).astype(np.float32)
     cases = [Case(args=(x, float(t))) for x, t in zip(xs, thresholds)]
     x = xs[np.argmax(np.abs(xs))]  # not 0, whose double is itself
     cases.append(Case(args=(x, float(x))))  # equal: not greater, so x comes back unchanged
+    cases += _close_to_a_fractional_threshold(rng, domains["threshold"])
     return [cases[i] for i in rng.permutation(len(cases))]
+
+
+def _close_to_a_fractional_threshold(rng: np.random.Generator, domain: ArgumentDomain) -> list[Case]:
+    """For a threshold t = k + f (k whole, f in [0.2, 0.8]) of each sign inside the domain: x equal
+    to t, x just above t and x just below t, each less than 1 away, within t's own whole part or
+    the next, so that every way of rounding t lands on a wrong side of one of them."""
+    reach = min(abs(domain.low), abs(domain.high), 1000.0) - 1.0
+    cases = []
+    for sign in (1.0, -1.0):
+        t = np.float32(sign * (np.floor(rng.uniform(1.0, reach)) + rng.uniform(0.2, 0.8)))
+        step = np.float32(rng.uniform(0.05, 0.15))
+        for x in (t, t + step, t - step):
+            cases.append(Case(args=(np.float32(x), float(t))))
+    return cases
 
 
 # ----------------------------------------------------------------------------- bucketing
