@@ -583,3 +583,41 @@ def test_a_scan_over_the_input_runs_once_per_element_and_look_alikes_say_why_not
         assert "has no loop" in construct_problem(over, analysed(lambda x, d: jnp.cumsum(x) * d, xs, 0.5), {n})
     with pytest.raises(ValueError, match="two or more lengths"):
         spec(contains=["while"], loop="over_input", cases={"rows": [[[1.0, 2.0], 0.5]], "types": ["float32", "py"]})
+
+
+def ema_blocks(xs, decay, k, trips):  # a fixed count of blocks of k elements: a look-alike of scan's unroll
+    def body(i, carry):
+        avg, out = carry
+        for j in range(k):
+            avg = decay * avg + (1 - decay) * xs[i * k + j]
+            out = out.at[i * k + j].set(avg)
+        return avg, out
+
+    return lax.fori_loop(0, trips, body, (xs[0], jnp.zeros_like(xs)))[1]
+
+
+@pytest.mark.parametrize("unroll", [2, 3, 4])
+def test_a_scan_unrolled_k_steps_at_a_time_still_runs_over_the_input(unroll) -> None:
+    """`lax.scan(..., unroll=k)`, a documented option that changes no value, loops n // k times
+    over the input reshaped to (n // k, k) and makes the other n % k steps after the loop (found by
+    an attack: "a loop of 2 steps for an input of 4 elements", 8 points off an honest scan); a
+    loop that steps through a fixed number of blocks, whatever the length, still fails. Not
+    covered: k at least the input's length, where JAX leaves no loop at all (as `unroll=True`)."""
+    over = spec(contains=["while"], loop="over_input",
+                cases={"rows": [[[1.0, 2.0, 3.0, 4.0], 0.5], [[1.0] * 7, 0.5]], "types": ["float32", "py"]})
+
+    def unrolled(xs, decay):
+        def body(avg, x):
+            avg = decay * avg + (1 - decay) * x
+            return avg, avg
+
+        return lax.scan(body, xs[0], xs, unroll=unroll)[1]
+
+    for n in (2 * unroll, 2 * unroll + 1, 4 * unroll - 1):  # a single block is no loop: JAX unrolls it whole
+        xs = jnp.arange(float(n))
+        facts = analysed(unrolled, xs, 0.5)
+        assert [loop.blocks for loop in facts.loops] == [[unroll]] and facts.loops[0].bound == n // unroll
+        assert construct_problem(over, facts, {n}) is None
+    fixed = analysed(lambda xs, d: ema_blocks(xs, d, 2, 2), jnp.arange(7.0), 0.5)
+    assert construct_problem(over, fixed, {7}) == ("has a loop of 2 steps for an input of 7 elements: lax.scan over the "
+                                                   "input runs once per element")

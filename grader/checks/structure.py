@@ -25,7 +25,7 @@ from grader.checks.program import ProgramCalls, drawn_beyond, public_positions
 from grader.errors import AssignmentBug
 from grader.kernel.protocol import Abstract, Request, TraceResult
 from grader.spec import MIN_GROWTH_SIZES, CompileLimitCheck, StructureCheck, too_few_sizes
-from grader.verifier.protocol import Constructs
+from grader.verifier.protocol import Constructs, LoopFacts
 
 
 class StructureCheckImpl:
@@ -219,17 +219,25 @@ def leading_lengths(run: ModuleRun) -> set[int]:
     return {arg.shape[0] for arg in run.export.args if isinstance(arg, Abstract) and arg.shape}
 
 
+def _per_element(loop: LoopFacts, lengths: set[int]) -> bool:
+    """Whether a loop steps through an input of one of `lengths` elements: once per element, or
+    once per block of k elements of it, the last n % k after the loop (`lax.scan(..., unroll=k)`)."""
+    if loop.stop != "counted_by_constant" or loop.bound is None:
+        return False
+    return loop.bound in lengths or (loop.bound >= 1 and any(loop.bound * k <= n < (loop.bound + 1) * k
+                                                             for k in loop.blocks for n in lengths))
+
+
 def _over_input_problem(constructs: Constructs, lengths: set[int]) -> str | None:
     """Why no loop of the module runs once per element of an input (lax.scan over xs), or None."""
     loops = [loop for loop in constructs.loops if loop.feeds_output]
-    if any(loop.stop == "counted_by_constant" and loop.bound in lengths and loop.does_work is not False
-           for loop in loops):
+    if any(_per_element(loop, lengths) and loop.does_work is not False for loop in loops):
         return None
     if not constructs.loops:
         return "has no loop (a lax.scan over the input's elements lowers to one)"
     if not loops:
         return "has a loop, but what the function returns does not come out of it (the loop does not compute the answer)"
-    per_element = [loop for loop in loops if loop.stop == "counted_by_constant" and loop.bound in lengths]
+    per_element = [loop for loop in loops if _per_element(loop, lengths)]
     if per_element:
         return ("has a loop over the input's elements, but the function returns the same values when it runs no "
                 "step: the loop must compute the answer")

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grader.kernel.protocol import MAX_NODES, MAX_TEXT, ArrayValue, PyScalar, TooLarge, measure
+from grader.verifier.inside import constructs as _constructs
 from grader.verifier.inside import fingerprint as _fingerprint
 from grader.verifier.inside import runtime as _runtime
 
@@ -75,6 +76,10 @@ class LoopFacts(_Wire):
     does_work: bool | None = Field(default=None, description=(
         "the module gives other values on the job's calls when this loop runs no step (knockout.py); "
         "None: not asked or not measured"))
+    blocks: list[Annotated[int, Field(ge=2, lt=2**31)]] = Field(
+        default_factory=list, max_length=_constructs.MAX_BLOCKS, description=(
+            "counted_by_constant: the k of each input array it steps through k elements at a time (carried "
+            "as (bound, k, ...): lax.scan with unroll=k), whose other n % k elements follow the loop"))
 
 
 class CaseFacts(_Wire):

@@ -9,7 +9,8 @@ cannot tell them apart; what the ops read and feed can.
   `|x_new - x| >= tol`); `counted_by_input` when it reads only a counter and a bound that comes
   from an input (`fori_loop` over a traced `num_steps`); `counted_by_constant` when the bound is
   fixed when traced (`scan`, a `fori_loop` over a Python int; its `bound` is the constant the
-  counter is compared with, so a loop over an array's elements shows how it grows); `invariant` when it reads neither a
+  counter is compared with, so a loop over an array's elements shows how it grows, and its `blocks`
+  the k of an input it steps through k elements at a time, as `lax.scan(..., unroll=k)` does); `invariant` when it reads neither a
   counter nor a computed value (it runs zero times or never stops). It `feeds_output` when a
   value its body computes reaches what `main` returns.
 - A `case` has an `index_from_input` when data flows from an argument of `main` to its index,
@@ -28,6 +29,7 @@ from typing import Any
 
 MAX_VALUES = 400_000  # values (and edges) a module may have for its constructs to be analysed
 MAX_WALK_STEPS = 4 * MAX_VALUES  # steps of all the walks over one module's values, together
+MAX_BLOCKS = 8  # block sizes reported for one loop
 MAX_REPORTED = 64  # loops and cases reported, each kind
 _CONSTANT_OPS = ("stablehlo.constant", "mhlo.constant", "arith.constant")
 _SHAPING_OPS = ("stablehlo.broadcast_in_dim", "stablehlo.convert", "stablehlo.reshape", "stablehlo.broadcast")
@@ -253,7 +255,28 @@ def _loop(op: Any, graph: _Graph, live: set, tainted: set, budget: _Budget) -> d
         stop = "invariant"
     feeds = any(result in live and j < len(kinds) and kinds[j] == "computed" for j, result in enumerate(op.results))
     bound = _constant_bound(read) if stop == "counted_by_constant" else None
-    return {"stop": stop, "feeds_output": feeds, "bound": bound}
+    blocks = _blocks(body_args, kinds, tainted, bound) if bound is not None else []
+    return {"stop": stop, "feeds_output": feeds, "bound": bound, "blocks": blocks}
+
+
+def _blocks(body_args: list, kinds: list[str], tainted: set, bound: int) -> list[int]:
+    """The block sizes k of the arrays a counted loop steps through k elements at a time: its
+    loop-invariant arrays from the inputs whose leading axis is its trip count and whose second is
+    k (`lax.scan(..., unroll=k)` carries the first n - n % k elements of the scanned input as
+    (n // k, k, ...) and makes the other n % k steps after the loop)."""
+    from jax._src.lib.mlir import ir
+
+    found = set()
+    for argument, kind in zip(body_args, kinds):
+        if kind != "passed" or argument not in tainted:
+            continue
+        typed = _as(ir.RankedTensorType, argument.type)
+        if typed is None or typed.rank < 2:
+            continue
+        shape = typed.shape
+        if shape[0] == bound and 2 <= shape[1] < 2**31:
+            found.add(int(shape[1]))
+    return sorted(found)[:MAX_BLOCKS]
 
 
 def _constant_bound(read: set) -> int | None:
