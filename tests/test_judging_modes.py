@@ -370,6 +370,32 @@ def test_a_step_called_through_a_jitted_helper_only_in_later_calls_is_counted_on
     assert (counted["counts"], counted["uses"]) == ([1, 4, 5], [True, True, True])
 
 
+@pytest.mark.parametrize("held", [
+    "def make(update):\n    def loop(w, n):\n        for _ in range(n):\n            w = update(w)\n        return w\n"
+    "    return loop\nloop = make(step)\n",
+    "def loop(w, n, update=step):\n    for _ in range(n):\n        w = update(w)\n    return w\n",
+    "def make(update):\n    def inner(w):\n        return update(w)\n    def loop(w, n):\n"
+    "        for _ in range(n):\n            w = inner(w)\n        return w\n    return loop\nloop = make(step)\n",
+], ids=["closure", "default", "closure-of-a-closure"])
+def test_a_step_the_loop_holds_in_a_closure_or_a_default_is_counted_and_put_back(held) -> None:
+    """A loop made by a factory that closes over `step` (`train_python_loop = make_loop(step)`),
+    or given it as a default value, calls step where no namespace names it (found by an attack:
+    "`train_python_loop` did not call `step`", 2 points off an honest loop); afterwards the loop
+    holds the student's own step again."""
+    namespace: dict = {}
+    exec("def step(w):\n    return w * 0.5\n" + held, namespace)  # noqa: S102 - a notebook's cell
+    calls = [{"args": [array([1.0]), {"t": "py", "v": n}]} for n in (1, 3)]
+    counted = observe(namespace, "loop", calls, count_calls="step", perturb=True)["result"]
+    assert (counted["counts"], counted["uses"]) == ([1, 3], [True, True])
+    def held_by(fn: Any) -> list:
+        return [c.cell_contents for c in fn.__closure__ or ()] + list(fn.__defaults__ or ())
+
+    held_now = held_by(namespace["loop"])
+    held_now += [f for g in held_now if callable(g) and hasattr(g, "__closure__") for f in held_by(g)]
+    steps = [f for f in held_now if getattr(f, "__name__", None) == "step"]  # a counting wrapper is named so too
+    assert steps and all(f is namespace["step"] for f in steps)
+
+
 def test_a_loop_that_answers_differently_when_its_inputs_repeat_is_not_taken_for_one_using_step() -> None:
     """A cheat that throws step's results away and adds 1 when a call repeats the previous one's
     inputs (as a moved run right after its own call would): the moved runs come after all the

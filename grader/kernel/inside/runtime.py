@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import time
+import types
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -335,6 +336,8 @@ class _CountedCalls:
     def __init__(self, namespace: dict, name: str | None, caller: Any = None) -> None:
         self.namespace, self.name, self.caller, self.count = namespace, name, caller, 0
         self.originals: list[tuple[dict, str, Any]] = []
+        self.cells: list[tuple[Any, Any]] = []  # closure cells rebound, with what they held
+        self.defaults: list[tuple[Any, tuple]] = []  # functions whose default values were rebound
         self.wrappers: dict[int, Any] = {}  # id of a counting wrapper -> what it calls
 
     def _spaces(self) -> list[dict]:
@@ -368,6 +371,39 @@ class _CountedCalls:
             for name in sorted(names, key=lambda k: k != self.name)[: self.MAX_NAMES]:
                 self.originals.append((space, name, space[name]))
                 space[name] = self._counting(space[name])
+        self._bind_held(family)
+
+    MAX_HELD = 64  # closure cells and default values looked at, in the caller and what they hold
+
+    def _bind_held(self, family: list) -> None:
+        """The counted function where the caller holds it in no namespace: in a closure cell
+        (`train_python_loop = make_loop(step)`) or a default value (`def loop(..., update=step)`),
+        its own or those of the functions it holds that way (a few levels down)."""
+        seen: set[int] = set()
+        todo = [(fn, 0) for fn in _wrapped_chain(self.caller)]
+        looked = 0
+        while todo and looked < self.MAX_HELD:
+            fn, depth = todo.pop()
+            if id(fn) in seen or not isinstance(fn, types.FunctionType):
+                continue
+            seen.add(id(fn))
+            for cell in fn.__closure__ or ():
+                looked += 1
+                try:
+                    held = cell.cell_contents
+                except ValueError:  # a cell not yet bound
+                    continue
+                if callable(held) and any(a is b for a in _wrapped_chain(held) for b in family):
+                    self.cells.append((cell, held))
+                    cell.cell_contents = self._counting(held)
+                elif depth < 3 and isinstance(held, types.FunctionType):
+                    todo.append((held, depth + 1))
+            defaults = fn.__defaults__ or ()
+            if any(callable(d) and any(a is b for a in _wrapped_chain(d) for b in family) for d in defaults):
+                looked += len(defaults)
+                self.defaults.append((fn, defaults))
+                fn.__defaults__ = tuple(self._counting(d) if callable(d) and any(
+                    a is b for a in _wrapped_chain(d) for b in family) else d for d in defaults)
 
     def _jit_counting(self) -> None:
         """`jax.jit` (and every name bound to it) made, for the calls' time, to count the calls
@@ -417,6 +453,10 @@ class _CountedCalls:
     def __exit__(self, *exc: object) -> None:
         for space, name, original in reversed(self.originals):
             space[name] = original
+        for cell, held in reversed(self.cells):
+            cell.cell_contents = held
+        for fn, defaults in reversed(self.defaults):
+            fn.__defaults__ = defaults
 
     def take(self) -> int:
         count, self.count = self.count, 0
