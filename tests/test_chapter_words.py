@@ -387,6 +387,23 @@ def with_cell(tmp_path: Path, cell: str, name: str = "submit") -> Path:
 
 
 @pytest.mark.kernel
+def test_a_wrong_shape_is_one_cause_every_other_check_of_the_function_points_to(repo_root: Path,
+                                                                                  tmp_path: Path) -> None:
+    """An `ema` whose carry is `xs[:1]` returns shape (n, 1): the notebook's check says so, and the
+    hidden one, the scan and the compile checks point to it (found by an attack: four messages,
+    one of them "right values for too few inputs, or only for the notebook's examples")."""
+    source = (repo_root / "solutions" / "ch2-scan.py").read_text()
+    path = tmp_path / "shape.py"
+    path.write_text(source.replace("lax.scan(body, xs[0], xs)", "lax.scan(body, xs[:1], xs)"))
+    report = grade_warm(path, GradeOptions(assignment="ch2-scan", seed=SEED, exercises=("ema",)))
+    failed = {c.id: c for e in report.exercises for c in e.checks if c.status != "passed"}
+    leads = [c for c in failed.values() if c.reason != "same_cause"]
+    assert [c.id for c in leads] == ["ema.ema_visible"] and "returned shape (4, 1), expected shape (4,)" in leads[0].message
+    assert {"ema.ema_hidden", "ema.uses_scan"} <= set(failed)
+    assert all(c.same_as == "ema.ema_visible" for c in failed.values() if c is not leads[0])
+
+
+@pytest.mark.kernel
 def test_an_ignored_lr_is_told_by_the_check_of_lr_0_never_by_donated_buffers(tmp_path: Path, capsys) -> None:
     """A train_fori that uses a constant instead of its lr. Before: `grade` led with "train_fori called
     as the chapter's self-check calls it" ("the same array may be passed as w and b (do not donate

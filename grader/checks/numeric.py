@@ -191,8 +191,8 @@ class NumericCheckImpl:
             return PASSED
         wrong = sum(1 for value, want in zip(answers, expected)
                     if mismatch(select(value, self.spec.output), want, self.spec.rtol, self.spec.atol))
-        outcome = failed(hint, why) if "returned shape" in why else wrong_values(hint, why)
-        return outcome.model_copy(update={"tally": (wrong or 1, len(self.cases))})
+        # a wrong shape is a wrong answer too: the other checks of the function it fails point here
+        return wrong_values(hint, why).model_copy(update={"tally": (wrong or 1, len(self.cases))})
 
     def retests(self, other: object) -> bool:
         """Whether this check calls the function only on inputs `other`, a value check of the same
