@@ -445,6 +445,24 @@ def test_the_check_that_isolates_one_argument_leads_and_a_donation_check_never_e
     assert alone[0] is wrong
 
 
+def test_a_function_wrong_through_the_helper_it_calls_points_to_the_helper_s_check() -> None:
+    """`train_python_loop` gets its result from `step` (its `calls` rule says `uses_result`): when
+    both are wrong, its checks point to step's (found by an attack: a wrong `step` led
+    train_python_loop's checks with "should apply step exactly num_steps times", which it did);
+    alone, or without the rule, it tells its own cause."""
+    wrong = CheckOutcome(status="failed", message="its own sentence", cause="values")
+    ids = ("training.step_visible", "training.step_hidden", "training.python_loop")
+    helpers = {"train_python_loop": ["step"]}
+    out = one_message_per_cause([_failure(i, wrong) for i in ids], helpers)
+    assert out[0] is wrong and out[1].same_as == out[2].same_as == "training.step_visible"
+    assert "which `train_python_loop` gets from `step`" in (out[2].message or "")
+    assert "gets from" not in (out[1].message or "")  # step's own checks point within step
+    assert one_message_per_cause([_failure(ids[2], wrong)], helpers)[0] is wrong  # step is right
+    assert one_message_per_cause([_failure(i, wrong) for i in ids])[2] is wrong  # no rule: its own cause
+    raised = CheckOutcome(status="failed", message="it raised", cause="raised")  # another cause: its own
+    assert one_message_per_cause([_failure(ids[0], wrong), _failure(ids[2], raised)], helpers)[1] is raised
+
+
 # ----------------------------------------------------------------------------- 6. an endless loop, once
 
 ENDLESS = "\n\n# %%\n@jax.jit\ndef newton_sqrt(a, tol):\n    def cond_fun(state):\n        return state[2] >= 0\n\n" \

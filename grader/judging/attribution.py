@@ -323,18 +323,38 @@ def subject(spec: CheckSpec) -> str | None:
     return getattr(spec, "function", None) if spec.kind != "interface" else spec.name
 
 
+def _lead(members: list[tuple[int, Failure]]) -> tuple[int, Failure]:
+    support = _support(members)
+    return min(members, key=lambda m: _rank(*m, support))
+
+
+def _helper_root(function: str, cause: str, leads: dict, helpers: dict[str, list[str]]) -> tuple | None:
+    """The helper (and its lead failure) whose failure by `cause` is the root of `function`'s: the
+    last of a chain of helpers that failed so (step fails, so train_python_loop does), or None."""
+    found, seen = None, {function}
+    current = function
+    while True:
+        nxt = next((h for h in helpers.get(current, []) if (h, cause) in leads and h not in seen), None)
+        if nxt is None:
+            return found
+        found, current = (nxt, leads[nxt, cause]), nxt
+        seen.add(nxt)
+
+
 def _quoted(title: str) -> str:
     return f"“{title}”"
 
 
 def same_cause(outcome: CheckOutcome, spec: CheckSpec, root: str,
-               root_title: str | None = None) -> CheckOutcome:
+               root_title: str | None = None, through: tuple[str, str] | None = None) -> CheckOutcome:
     """One root cause, one message: a check that failed only because the function's values are
     wrong, or because JAX cannot trace it (which the check `root` already says, with the call or
     the line), gives no advice of its own and names that check by its title (`root_title`; the id
     stays in `same_as`). A structure or compile check fails so only when its program is no
     evidence (`grader.checks.evidence`): wrong on too much, or right only on the examples."""
     other = _quoted(root_title) if root_title else "another check of this function"
+    if through is not None:  # the root is a helper's check: (the function, the helper it calls)
+        other += f", which `{through[0]}` gets from `{through[1]}`"
     if outcome.status == "timeout" and outcome.cause is None:
         function = subject(spec)
         who = f"`{function}`" if function else "the function"
@@ -452,11 +472,15 @@ def _raised_as(failure: Failure, lead: Failure) -> bool:
             and theirs is not None and mine.ename == theirs.ename)
 
 
-def one_message_per_cause(failures: list[Failure | None]) -> list[CheckOutcome | None]:
+def one_message_per_cause(failures: list[Failure | None],
+                          helpers: dict[str, list[str]] | None = None) -> list[CheckOutcome | None]:
     """Each (function, cause) told once: the check `_rank` chooses says it, every other check
     of that function failed by the same cause (or, called eagerly, by the exception its trace
-    raised; or timed out on it) points to it by its title. `None` (a check not judged at this
-    stage) stays None."""
+    raised; or timed out on it) points to it by its title. A function whose result the spec says
+    comes from a helper it calls (`helpers`: a `calls` rule with `uses_result`) and whose helper
+    failed by the same cause points to the helper's check instead: a wrong `masked_mean` makes
+    `mean_any_length` wrong, and the student fixes it in `masked_mean`. `None` (a check not judged
+    at this stage) stays None."""
     groups: dict[tuple[str, str], list[tuple[int, Failure]]] = {}
     for position, failure in enumerate(failures):
         if failure is None:
@@ -469,9 +493,16 @@ def one_message_per_cause(failures: list[Failure | None]) -> list[CheckOutcome |
         if function:
             groups.setdefault((function, failure.outcome.cause or "timeout"), []).append((position, failure))
     out = [f.outcome if f is not None else None for f in failures]
+    leads = {key: _lead(members) for key, members in groups.items()}
     for (function, cause), members in groups.items():
-        support = _support(members)
-        lead_position, lead = min(members, key=lambda m: _rank(*m, support))
+        root = _helper_root(function, cause, leads, helpers or {})
+        if root is not None:
+            helper, (_, helper_lead) = root
+            for position, failure in members:
+                out[position] = same_cause(failure.outcome, failure.spec, helper_lead.check_id,
+                                           helper_lead.spec.title, through=(function, helper))
+            continue
+        lead_position, lead = leads[function, cause]
         if _no_evidence(lead):
             out[lead_position] = _told_by_its_values(lead)
         if cause == "timeout":

@@ -62,6 +62,8 @@ def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[Exerc
     shape, that it runs under jit: `own_property`); then each cause is told once, by the check
     `grader.judging.attribution` chooses, and the others failed by it point there."""
     results = []
+    helpers = {f.name: [rule.name for rule in f.calls if rule.uses_result]
+               for exercise, _ in checks_plan for f in exercise.functions}
     for exercise, checks in checks_plan:
         failures: list[Failure | None] = []
         failed_on_values: list[Check] = []  # the value checks failed so far, whose inputs are known wrong
@@ -77,7 +79,7 @@ def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[Exerc
                 failed_on_values.append(check)
                 outcome = mine if mine is not None else outcome
             failures.append(Failure(check.full_id, spec, outcome, echo))
-        outcomes = one_message_per_cause(failures)
+        outcomes = one_message_per_cause(failures, helpers)
         scored = [score_check(check.full_id, spec, not_judged_yet(spec) if outcome is None
                               else revealed(outcome, spec), exercise)
                   for spec, check, outcome in zip(exercise.checks, checks, outcomes)]
