@@ -30,7 +30,7 @@ CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped"]
 #                 its form check (`same_as`) fails (grader.checks.form)
 #   on_hand_in    skipped: the self-check records it, `grade` judges it when the work is handed in
 #   kernel_died   the Python kernel died while this check's question ran (the submission's code killed it)
-Reason = Literal["not_answered", "same_cause", "on_hand_in", "kernel_died"]
+Reason = Literal["not_answered", "same_cause", "on_hand_in", "kernel_died", "globals_unused"]
 Fault = Literal["student", "grader", "machine", "internal"]  # whose fault an error report is (grader.faults)
 ErrorKind = Literal["unreadable", "wrong_assignment", "overloaded", "grader_bug"]
 

@@ -463,6 +463,36 @@ def test_a_function_wrong_through_the_helper_it_calls_points_to_the_helper_s_che
     assert one_message_per_cause([_failure(ids[0], wrong), _failure(ids[2], raised)], helpers)[1] is raised
 
 
+UPDATE = "@jax.jit\ndef update_weights_explicit(params, grads, lr):\n    return params - lr * grads\n"
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("body, lead", [
+    # wrong for lr above 1000 only, no global read: the value check tells it, the global checks point there
+    ("    return params - jnp.minimum(lr, 1000.0) * grads\n", "update_weights.hidden"),
+    ("    return params - jnp.where(lr == 0, 0.01, lr) * grads\n", "update_weights.hidden"),
+    # the global read (defined in the module too): the check whose global changed the answers tells it
+    ("    return params - learning_rate * grads\nlearning_rate = 0.01\n", "update_weights.ignores_global_1000"),
+], ids=["capped", "lr-0-means-default", "global"])
+def test_a_check_that_sets_a_global_blames_it_only_when_the_global_changed_the_answers(
+        repo_root: Path, tmp_path: Path, body: str, lead: str) -> None:
+    """The checks that define a global `learning_rate` while update_weights_explicit runs make the
+    same calls without it: answers that are the same are the values' fault (found by an attack: an
+    lr capped at 1000 was told "must use its lr argument: it gave another result while a global
+    learning_rate = 1000.0 was defined", though it reads no global)."""
+    source = (repo_root / "solutions" / "ch2-practice.py").read_text()
+    assert UPDATE in source
+    path = tmp_path / "update.py"
+    path.write_text(source.replace(UPDATE, UPDATE.replace("    return params - lr * grads\n", body)))
+    report = grade_warm(path, GradeOptions(assignment="ch2-practice", seed=SEED, exercises=("update_weights",)))
+    failed = {c.id: c for e in report.exercises for c in e.checks if c.status != "passed"}
+    leads = [i for i, c in failed.items() if c.reason != "same_cause"]
+    assert leads == [lead] and all(c.same_as == lead for i, c in failed.items() if i != lead)
+    assert {"update_weights.ignores_global_1000", "update_weights.hidden"} <= set(failed)
+    said = " ".join(c.message or "" for c in failed.values())
+    assert ("must use its lr argument" in said) == (lead != "update_weights.hidden")
+
+
 # ----------------------------------------------------------------------------- 6. an endless loop, once
 
 ENDLESS = "\n\n# %%\n@jax.jit\ndef newton_sqrt(a, tol):\n    def cond_fun(state):\n        return state[2] >= 0\n\n" \

@@ -166,19 +166,39 @@ class NumericCheckImpl:
         self.cases = materialize(spec.cases, ctx.assignment.references, ctx.seed, full_id)
         self.reference_values = reference_values(full_id, spec, ctx, self.cases)
         overrides = {k: to_wire(v) for k, v in spec.set_globals.items()}
-        self.calls = StudentCalls(ctx.planner, spec.function, self.cases,
-                                  judged=ctx.assignment.spec.judged(spec.function),
-                                  public=public_positions(spec.public, spec.hidden, self.cases),
+        judged, public = ctx.assignment.spec.judged(spec.function), public_positions(spec.public, spec.hidden,
+                                                                                      self.cases)
+        self.calls = StudentCalls(ctx.planner, spec.function, self.cases, judged=judged, public=public,
                                   set_globals=overrides)
+        # the same calls without the globals: whether the globals are what changed the answers
+        self.without = (StudentCalls(ctx.planner, spec.function, self.cases, judged=judged, public=public)
+                        if overrides else None)
+
+    def _both(self) -> list[StudentCalls]:
+        return [self.calls] + ([self.without] if self.without is not None else [])
 
     def requests(self) -> list[Request]:
-        return self.calls.requests()
+        return [r for calls in self._both() for r in calls.requests()]
 
     def runs(self) -> list[ModuleRun]:
-        return self.calls.runs()
+        return [r for calls in self._both() for r in calls.runs()]
 
     def fallbacks(self) -> list[EagerFallback]:
-        return self.calls.fallbacks()
+        return [f for calls in self._both() for f in calls.fallbacks()]
+
+    def globals_changed_nothing(self, seen: Seen, answers: list[Any] | None = None) -> bool:
+        """Whether the function answers every call the same without the globals the check sets:
+        then its wrong answers are its values' fault, not a global's (found by an attack: an lr
+        capped at 1000 was told "must use its lr argument" by the checks that set a global)."""
+        if self.without is None:
+            return False
+        if answers is None:
+            answers = self.calls.answers(seen, self.spec.message)
+        plain = self.without.answers(seen, self.spec.message)
+        if isinstance(answers, CheckOutcome) or isinstance(plain, CheckOutcome) or len(plain) != len(answers):
+            return False
+        return all(mismatch(a, _expected_form(b), self.spec.rtol, self.spec.atol) is None
+                   for a, b in zip(answers, plain))
 
     def judge(self, seen: Seen) -> CheckOutcome:
         hint, fn = self.spec.message, self.spec.function
@@ -191,6 +211,9 @@ class NumericCheckImpl:
             return PASSED
         wrong = sum(1 for value, want in zip(answers, expected)
                     if mismatch(select(value, self.spec.output), want, self.spec.rtol, self.spec.atol))
+        if self.globals_changed_nothing(seen, answers):
+            return wrong_values(globals_unused(self.spec), why).model_copy(
+                update={"tally": (wrong or 1, len(self.cases)), "reason": "globals_unused"})
         # a wrong shape is a wrong answer too: the other checks of the function it fails point here
         return wrong_values(hint, why).model_copy(update={"tally": (wrong or 1, len(self.cases))})
 
@@ -228,6 +251,25 @@ class NumericCheckImpl:
                     for value, want in zip(answers, expected))
         total = sum(expected_size(want) for want in expected)
         return PASSED if total and Fraction(right, total) >= enough else None
+
+
+def globals_unused(spec: NumericCheck) -> str:
+    """The sentence of a check that sets globals, for wrong answers that are the same without them
+    (no input or value in it: it is what a hidden check's student reads)."""
+    names = " or ".join(f"`{name}`" for name in sorted(spec.set_globals))
+    return (f"`{spec.function}` gives wrong values on this check's inputs, the same ones without a global {names}: "
+            "the global is not the cause, its values are")
+
+
+def _expected_form(value: Any) -> Any:
+    """An answer as `mismatch` takes an expected value (its containers as lists, its leaves as arrays)."""
+    if isinstance(value, Tree):
+        return list(value.leaves)
+    if isinstance(value, dict):
+        return {k: _expected_form(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_expected_form(v) for v in value]
+    return value
 
 
 def select(value: Any, index: int | None) -> Any:

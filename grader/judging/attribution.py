@@ -314,6 +314,7 @@ class Failure:
     spec: CheckSpec
     outcome: CheckOutcome
     echo: bool = False  # a value check that only re-tests inputs an earlier one found wrong
+    shown: bool = False  # a value check that saw its own cause: the globals it sets changed the answers
 
 
 def subject(spec: CheckSpec) -> str | None:
@@ -412,9 +413,11 @@ def _ran_out(failure: Failure) -> bool:
 
 def _rank(position: int, failure: Failure, support: dict[str, int] | None = None) -> tuple:
     """Which failed check tells a cause. Wrong values: a value check before a structure or compile
-    check whose program is no evidence, and before one that only re-tests another's inputs; before
-    a check whose own cause is another (`_aliased`: a donated buffer); then the most specific, the
-    one verifying fewest of the exercise's requirements (`train_fori` with lr = 0, which verifies
+    check whose program is no evidence, and before one that only re-tests another's inputs (a check
+    of globals whose globals changed nothing, too); first of them, a check that saw its cause itself
+    (`Failure.shown`: the globals it sets changed the answers, so "use the lr argument, not a
+    global" is what to fix); then one whose own cause is not another (`_aliased`: a donated
+    buffer); then the most specific, the one verifying fewest of the exercise's requirements (`train_fori` with lr = 0, which verifies
     only "lr is an argument", names an ignored lr where "train_fori runs exactly num_steps steps"
     cannot tell it from a wrong count, and "train_fori learns the true parameters" fails for any
     wrong value); of those, the one whose requirement most of the failed checks verify (`_support`);
@@ -423,15 +426,16 @@ def _rank(position: int, failure: Failure, support: dict[str, int] | None = None
     is the same error in every check: the first tells it; an exception, the first visible call; a
     function that never finished, the first visible check that ran it past its time."""
     if failure.outcome.cause in ("trace", "static"):
-        return (False, False, 0, 0, False, position)
+        return (False, False, False, 0, 0, False, position)
     if failure.outcome.cause == "raised":  # the same exception everywhere: the first visible call tells it
-        return (False, False, 0, 0, failure.spec.hidden, position)
+        return (False, False, False, 0, 0, failure.spec.hidden, position)
     if failure.outcome.cause is None:  # timed out
-        return (_ran_out(failure), False, 0, 0, failure.spec.hidden, position)
+        return (_ran_out(failure), False, False, 0, 0, failure.spec.hidden, position)
     follows = _no_evidence(failure) or failure.echo
     verifies = failure.spec.verifies
     shared = max((support or {}).get(r, 0) for r in verifies) if verifies else 0
-    return (follows, _aliased(failure), len(verifies) or 99, -shared, failure.spec.hidden, position)
+    return (follows, not failure.shown, _aliased(failure), len(verifies) or 99, -shared, failure.spec.hidden,
+            position)
 
 
 def _stopped(failure: Failure) -> CheckOutcome:

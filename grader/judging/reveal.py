@@ -27,9 +27,10 @@ import builtins
 from typing import Literal
 
 from grader.checks.base import CheckOutcome, RaisedKind
+from grader.checks.numeric import globals_unused
 from grader.checks.program import HINTS, where_raised
 from grader.report import CHECKED_ON_HAND_IN
-from grader.spec import CheckSpec
+from grader.spec import CheckSpec, NumericCheck
 
 Stage = Literal["hand_in", "self_check"]
 
@@ -74,6 +75,8 @@ def _pass_fail_message(outcome: CheckOutcome, spec: CheckSpec) -> str:
     inputs = "a hidden input" if spec.hidden else "one of its inputs"
     if outcome.reason == "on_hand_in":
         return CHECKED_ON_HAND_IN
+    if outcome.reason == "globals_unused" and isinstance(spec, NumericCheck):
+        return globals_unused(spec)
     if outcome.raised is not None:
         return _raised(outcome.raised, outcome.cause == "trace", spec, inputs)
     if outcome.status == "timeout":

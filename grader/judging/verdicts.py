@@ -72,13 +72,16 @@ def judge(checks_plan: Plan, seen: Seen, stage: Stage = "hand_in") -> list[Exerc
                 failures.append(None)
                 continue
             outcome = judge_one(check, spec, seen)
-            echo = False
+            echo = shown = False
             if outcome.cause == "values" and isinstance(check, NumericCheckImpl):
-                echo = any(check.retests(other) for other in failed_on_values)
+                # a check whose own question is about globals: answered "not them", it only re-tests
+                # values; answered "them", it names the cause
+                echo = any(check.retests(other) for other in failed_on_values) or outcome.reason == "globals_unused"
+                shown = check.without is not None and outcome.reason != "globals_unused"
                 mine = own_property(check, spec, seen, failed_on_values)
                 failed_on_values.append(check)
                 outcome = mine if mine is not None else outcome
-            failures.append(Failure(check.full_id, spec, outcome, echo))
+            failures.append(Failure(check.full_id, spec, outcome, echo, shown))
         outcomes = one_message_per_cause(failures, helpers)
         scored = [score_check(check.full_id, spec, not_judged_yet(spec) if outcome is None
                               else revealed(outcome, spec), exercise)

@@ -659,16 +659,26 @@ class _HelperUnusable(Exception):
 
 @contextlib.contextmanager
 def _globals_set(request: dict, namespace: dict) -> Iterator[None]:
-    """The request's `set_globals` bound in the namespace while it runs, then what was there put back."""
+    """The request's `set_globals` bound in the namespace while it runs, then what was there put
+    back. JAX's caches are cleared when it sets any, before and after: a jitted function that
+    reads the global traces afresh with it, and no trace made with it outlives the request (the
+    same call without the globals, which a check makes beside it, would reuse it)."""
     overrides = {k: decode(v) for k, v in request.get("set_globals", {}).items()}
+    if not overrides:
+        yield
+        return
+    import jax
+
     saved = {k: namespace[k] for k in overrides if k in namespace}
     namespace.update(overrides)
+    jax.clear_caches()
     try:
         yield
     finally:
         for k in overrides:
             namespace.pop(k, None)
         namespace.update(saved)
+        jax.clear_caches()
 
 
 def _run_calls(request: dict, namespace: dict, helper: str | None, known: tuple[list, list] | None,
