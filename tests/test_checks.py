@@ -645,9 +645,32 @@ def test_compile_limit_needs_the_module_s_evidence_and_the_count(ch2, ctx) -> No
     # the module is fine, but the kernel saw a fresh jit compile on every call
     assert_failed(check.judge(observed(check, lambda r: compiles(r, 3), answers=roots)),
                   "compiled 3 times over 3 calls (at most 1 allowed)")
+    # the very same call compiled again: a jit made anew at each call, not a static argument (found
+    # by an attack: a fresh jax.jit per call was told "a static argument compiles again")
+    fresh = lambda r: Observation(id=r.id, status="ok", result=CompileCountResult(  # noqa: E731
+        compiles=3, names=["jit(newton_sqrt)"] * 3, arguments=["a", "tol"], again=1))
+    outcome = check.judge(observed(check, fresh, answers=roots))
+    assert_failed(outcome, "compiled again when called once more with the very same arguments",
+                  "a jax.jit made anew at each call")
+    assert "static" not in (outcome.message or "").split("(at most")[1]
     # a plain wrapper of a jitted function compiles once too: being jitted is the interface
     # check's to judge (one root cause, one message)
     assert check.judge(observed(check, once, answers=roots, jitted=False)).status == "passed"
+
+
+@pytest.mark.parametrize("cell, again", [
+    ("def f(x, d):\n    return jax.jit(lambda x: x * d)(x)\n", 1),  # a new jit at each call
+    ("from functools import partial\n@partial(jax.jit, static_argnums=1)\ndef f(x, d):\n    return x * d\n", 0),
+])
+def test_the_probe_says_whether_the_very_same_call_compiles_again(cell, again) -> None:
+    from grader.kernel.inside import runtime
+
+    namespace: dict = {}
+    exec("import jax, jax.numpy as jnp\n" + cell, namespace)  # noqa: S102 - a notebook's cell
+    calls = [{"args": [{"t": "array", "dtype": "float32", "shape": [2], "data": [1.0, 2.0]}, {"t": "py", "v": d}]}
+             for d in (0.5, 0.25, 0.125)]
+    result = runtime.op_compile_count({"op": "compile_count", "target": "f", "calls": calls}, namespace)
+    assert result["compiles"] == 3 and result["again"] == again
 
 
 def test_compile_limit_sends_the_whole_call_sequence(ch2, ctx) -> None:

@@ -60,10 +60,15 @@ class CompileLimitCheckImpl:
         return result if isinstance(result, CompileCountResult) else None
 
     def _why(self, seen: Seen) -> str:
-        """Why it recompiled: JAX's own cache-miss explanation (`jax_explain_cache_misses`) when
-        it has one (a new shape, dtype or weak type), else the static argument whose value the
-        calls change (JAX 0.12 says only "explanation unavailable" for that)."""
+        """Why it recompiled: a jit made anew at each call when the very same call compiles again;
+        JAX's own cache-miss explanation (`jax_explain_cache_misses`) when it has one (a new shape,
+        dtype or weak type), else the static argument whose value the calls change (JAX 0.12 says
+        only "explanation unavailable" for that)."""
         result = self._count_result(seen)
+        if result is not None and result.again:
+            return ("; it compiled again when called once more with the very same arguments: a jax.jit made "
+                    "anew at each call (inside the function, or around it each time it is called) compiles "
+                    "every time, so make the jitted function once and call it")
         reasons = list(dict.fromkeys(result.why)) if result else []
         if reasons:
             shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")

@@ -402,6 +402,10 @@ class CompileCountResult(_Wire):
     static: list[Text] = Field(default_factory=list, max_length=64)
     """The function's parameter names and those jax.jit marks static (claims, used only to word
     a failure, never to judge one)."""
+    again: int = Field(default=0, ge=0, le=1_000_000)
+    """Compilations when the last call was made once more, after the counted ones, where those
+    compiled more than once: a function that makes a new jax.jit each call compiles again (a
+    claim too, used only to word a failure)."""
 
 
 MAX_MODULE_CHARS = 6 * 2**20

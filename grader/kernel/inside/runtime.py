@@ -774,14 +774,21 @@ def op_compile_count(request: dict, namespace: dict) -> dict:
 
     jax.monitoring.register_event_duration_secs_listener(listener)
     misses = _CacheMisses()
+    counted = 0
     try:
         with jax.disable_jit(False), misses:
             for args, kwargs in calls:
                 jax.block_until_ready(fn(*args, **kwargs))
+        counted = len(names)
+        if counted > 1:  # recompiled: does the very same call compile again? (a jit made anew each call)
+            with jax.disable_jit(False), contextlib.suppress(Exception):
+                args, kwargs = calls[-1]
+                jax.block_until_ready(fn(*args, **kwargs))
     finally:
         _unregister(listener)
+    again, names = len(names) - counted, names[:counted]
     return {"op": "compile_count", "compiles": len(names), "names": names, "why": misses.reasons,
-            "arguments": _argument_names(fn), "static": _static_parameters(fn)}
+            "arguments": _argument_names(fn), "static": _static_parameters(fn), "again": again}
 
 
 class _CacheMisses:
