@@ -152,6 +152,23 @@ def test_every_family_is_derived_from_the_spec_and_the_reference(tiny) -> None:
         assert mutant.submission.startswith("# %% [setup]") or mutant.name == "reference.x64"
 
 
+def test_helpers_renamed_keeps_the_helpers_the_spec_counts_by_name() -> None:
+    """A `calls` rule counts a helper by its name (a setup cell's `damp`): the honest variant that
+    renames the reference's own helpers keeps it (found by an author's assignment: the variant
+    "lost points": `damp` is not defined)."""
+    from grader.course.mutation.families import _Builder
+    from grader.course.mutation.interface import FunctionUse, Interface
+
+    source = "def damp(x):\n    return x * 0.5\n\ndef damp_n(x, n):\n    for _ in range(n):\n        x = damp(x)\n" \
+             "    return x\n\ndef other(x):\n    return x\n"
+    builder = _Builder.__new__(_Builder)
+    builder.interface = Interface(helpers=["damp"], functions={"damp_n": FunctionUse(name="damp_n")})
+    kept = rename_helpers(source, builder._interface_names())
+    assert "def damp(x)" in kept and "x = damp(x)" in kept and "def damp_n" in kept and "def renamed_other" in kept
+    # derive reads the helpers from the spec's functions
+    assert derive(assignments.load("ch2-practice"), 1).helpers == ["bucket_size", "masked_mean"]
+
+
 def test_no_construct_mutant_without_a_requirement_for_it(tiny) -> None:
     made = {m.name for m in _derived(tiny(spec(compile_check=False)))}
     assert not {n for n in made if n.endswith(("without_jit", "_static", "without_while", "without_case"))}

@@ -268,7 +268,7 @@ class _Builder:
         return seen
 
     def _interface_names(self) -> set[str]:
-        return set(self.interface.functions) | set(self.interface.names)
+        return set(self.interface.functions) | set(self.interface.names) | set(self.interface.helpers)
 
 
 def _wrong_answer(accepted: list[str]) -> str:

@@ -79,6 +79,8 @@ class NameUse(BaseModel):
 class Interface(BaseModel):
     functions: dict[str, FunctionUse] = Field(default_factory=dict)
     names: dict[str, NameUse] = Field(default_factory=dict)
+    helpers: list[str] = Field(default_factory=list, description=(
+        "the helpers the spec's `calls` rules count by name (a setup cell's `damp`): part of the interface"))
 
 
 def literal(value: Any) -> str | None:
@@ -123,7 +125,8 @@ def check_calls(check: Any, assignment: Assignment, seed: int, full_id: str) -> 
 
 def derive(assignment: Assignment, seed: int) -> Interface:
     """The interface the spec's checks use, with the cases they draw for `seed`."""
-    found = Interface()
+    found = Interface(helpers=sorted({rule.name for exercise in assignment.spec.exercises
+                                      for function in exercise.functions for rule in function.calls}))
     per_position: dict[str, dict[int, list[str]]] = {}
     called_by: dict[str, list[str]] = {}
     for exercise in assignment.spec.exercises:
