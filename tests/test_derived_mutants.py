@@ -300,6 +300,10 @@ def test_honest_variant_loses_points_on_a_check_too_strict(tiny, warm) -> None:
     rounded = _row(validation, "honest scale.rounded_differently")
     assert not rounded.ok and "loses points on an honest variant" in rounded.detail
     assert _row(validation, "honest reference.helpers_renamed").ok
+    # honest variants alone kill nothing: a partial run does not judge coverage (an author's run
+    # of --family honest exited 1 on "no mutant fails ...")
+    coverage = _row(validation, "every check can fail")
+    assert coverage.ok and coverage.detail.startswith("not judged: --family")
 
 
 @pytest.mark.kernel
