@@ -1246,3 +1246,21 @@ def test_a_tuple_of_bools_gets_the_list_form_and_a_list_the_tuple_form() -> None
     assert names("(True, False)") == as_forms | {"answers.as_list"}
     assert names("(True,)") == as_forms | {"answers.as_list"}
     assert names("'TF'") == set()
+
+
+def test_a_hand_written_mutant_that_does_not_parse_is_its_own_failed_row(tiny, tmp_path) -> None:
+    """Found by an author: a mutant with a syntax error passed the checks it declared failing (its
+    cell only raised) and validate reported it as surviving, without a word of the syntax error.
+    Now its row says where it does not parse, and the other mutants are still graded."""
+    from grader.course.validate import _Validator
+
+    folder = tiny(spec())
+    (folder / "mutants").mkdir()
+    (folder / "mutants" / "broken.py").write_text("# fails: scale.values\n# a typo\ndef scale(x, k)\n    return x\n")
+    (folder / "mutants" / "fine.py").write_text("# fails: scale.values\n# k ignored\ndef scale(x, k):\n"
+                                                "    return x\n")
+    validator = _Validator("tiny", tmp_path / "scratch", 1, None)
+    _, items = validator.plan()  # type: ignore[misc]
+    row = next(r for r in validator.rows if r.item == "mutant broken")
+    assert not row.ok and row.detail.startswith("broken.py, line 3: expected ':'")
+    assert [i.key for i in items if i.kind == "mutant"] == ["mutant fine"]

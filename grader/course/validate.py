@@ -196,6 +196,11 @@ def read_mutant(path: Path) -> Mutant:
         raise GraderError(f"{path}: the first line must be '# fails: <check id>, ...'")
     fails = frozenset(x.strip() for x in match["ids"].split(",") if x.strip())
     summary = lines[1].lstrip("# ").strip() if len(lines) > 1 and lines[1].startswith("#") else ""
+    try:  # a mutant that does not parse would only pass checks: "survives", and never say why
+        compile("\n".join(lines) + "\n", path.name, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise GraderError(f"{path.name}, line {exc.lineno}: {exc.msg}: a mutant must be Python that runs as a "
+                          "cell after the reference's") from None
     return Mutant(name=path.stem, path=path, fails=fails, summary=summary)
 
 
@@ -456,11 +461,12 @@ class _Validator:
                                path=template))
         else:
             self.row("template", False, f"no student_template/{self.name}.ipynb", kind="template")
-        try:
-            mutants = mutants_of(loaded.folder)
-        except GraderError as exc:
-            self.row("mutants readable", False, str(exc), kind="mutant")
-            mutants = []
+        mutants = []
+        for path in sorted((loaded.folder / "mutants").glob("*.py")):
+            try:
+                mutants.append(read_mutant(path))
+            except GraderError as exc:  # that mutant's row; the others are graded
+                self.row(f"mutant {path.stem}", False, str(exc), kind="mutant")
         reference = root / "solutions" / f"{self.name}.py"
         if not reference.is_file():
             if mutants:
