@@ -856,3 +856,20 @@ def test_the_pack_s_grade_stops_an_endless_loop_at_the_limit_and_on_ctrl_c(submi
     assert "interrupted" in err and "Traceback" not in err
     time.sleep(1)
     assert _running(started_children) == []
+
+
+def test_a_pack_written_over_a_file_is_one_sentence(tmp_path: Path) -> None:
+    """`grade pack ... -o handout/STUDENTS.md` (an existing file; found by an author: a
+    FileExistsError traceback) and a folder under a file: one sentence each, exit 2."""
+    from grader.errors import UsageError
+
+    taken = tmp_path / "STUDENTS.md"
+    taken.write_text("the last handout\n")
+    with pytest.raises(UsageError, match="is a file: the pack is a folder"):
+        build_pack("ch2-scan", taken)
+    with pytest.raises(UsageError, match="cannot make the folder"):
+        build_pack("ch2-scan", taken / "handout")
+    done = subprocess.run([sys.executable, "-m", "grader", "pack", "ch2-scan", "-o", str(taken)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "is a file" in done.stderr
+    assert taken.read_text() == "the last handout\n"

@@ -43,7 +43,7 @@ import numpy as np
 from grader import assignment as assignments
 from grader.assignment import Assignment
 from grader.cases import Case, materialize
-from grader.errors import GraderError
+from grader.errors import GraderError, UsageError
 from grader.faults import instructor_code
 from grader.selfgrade.packs import COURSE_FILE, GROUP
 from grader.submission import pack_distribution, pack_package
@@ -409,7 +409,12 @@ def build_pack(name: str, out_dir: Path, *, hand_in_url: str | None = None) -> P
     if not template.is_file():
         raise GraderError(f"no student_template/{loaded.spec.id}.ipynb to hand out")
     raw = tomllib.loads((loaded.folder / assignments.SPEC_FILE).read_text(encoding="utf-8"))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"-o {out_dir} is a file: the pack is a folder (the wheel, the template and STUDENTS.md)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {out_dir}: cannot make the folder ({exc.strerror or exc})") from None
     assignment_id = loaded.spec.id
     name = pack_package(assignment_id)
     staging = out_dir / f".pack-{assignment_id}"
