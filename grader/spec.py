@@ -572,16 +572,16 @@ def called_functions(check: Any) -> list[str]:
 
 def _mode_conflicts(check: Any, function: FunctionSpec) -> str | None:
     """Why a check cannot judge a function of this mode, or None."""
+    returns = getattr(check, "returns", None)
+    if function.judged != "eager" and returns is not None and "python_int" in (returns.kinds or []):
+        return (f"asks `{function.name}` for a Python int, but `{function.name}` is judged {function.judged!r}: "
+                "only a function called as plain Python returns one (a traced program returns arrays)")
     if function.judged == "traced":
         return None
     needs_program = (check.kind in PROGRAM_CHECKS or (check.kind == "interface" and check.jitted))
     if needs_program:
         return (f"judges `{function.name}`'s program, but `{function.name}` is judged {function.judged!r} "
                 "(its text does not require jax.jit): only a 'traced' function has a program to check")
-    returns = getattr(check, "returns", None)
-    if function.judged != "eager" and returns is not None and "python_int" in (returns.kinds or []):
-        return (f"asks `{function.name}` for a Python int, but `{function.name}` is judged {function.judged!r}: "
-                "only a function called as plain Python returns one (a traced program returns arrays)")
     public = getattr(check, "public", None) or (returns.public if returns is not None else None)
     if public:
         return (f"bakes public values into `{function.name}`'s program, but `{function.name}` is judged "

@@ -79,6 +79,17 @@ def test_a_jitted_interface_check_needs_a_traced_function() -> None:
         spec([{"name": "f", "judged": "either", "why": "it may be jitted"}], [jitted])
 
 
+@pytest.mark.parametrize("judged", ["traced", "either"])
+def test_a_python_int_is_asked_only_of_a_function_called_as_plain_python(judged) -> None:
+    """Found by an author: `kinds = ["python_int"]` on a traced function loaded, and its reference
+    then failed with "should return a plain Python int, got 9.0"."""
+    asks = {"kind": "interface", "id": "i", "title": "i", "points": 1, "message": "m", "name": "f",
+            "returns": {"kinds": ["python_int"], **ROW}}
+    spec([{"name": "f", "judged": "eager", "why": "a plain Python int"}], [asks])
+    with pytest.raises(ValidationError, match="only a function called as plain Python returns one"):
+        spec([{"name": "f", "judged": judged, "why": "the text"}], [asks])
+
+
 def test_pure_and_calls_are_declared_with_the_check_that_verifies_them() -> None:
     pure = {"kind": "pure", "id": "p", "title": "p", "points": 1, "message": "m", "function": "f", **ROW}
     calls = {"kind": "calls", "id": "c", "title": "c", "points": 1, "message": "m", "function": "f", **ROW}
