@@ -705,6 +705,12 @@ class AssignmentSpec(_Spec):
                     function = declared.get(name)
                     if function is not None and (conflict := _mode_conflicts(check, function)) is not None:
                         problems.append(f"{exercise.id}.{check.id} {conflict}")
+                    if function is not None and check.kind == "calls" and check.cases.rows is not None:
+                        arity = min((len(row) for row in check.cases.rows), default=0)
+                        problems += [f"`{function.name}`'s count_argument {rule.count_argument} for {rule.name} names "
+                                     f"no argument of {exercise.id}.{check.id}'s rows, which pass {arity} (positions "
+                                     "count from 0)" for rule in function.calls
+                                     if rule.count_argument is not None and rule.count_argument >= arity]
         for function in declared.values():
             kinds = judged.get(function.name, set())
             if function.pure != ("pure" in kinds):

@@ -90,6 +90,17 @@ def test_a_python_int_is_asked_only_of_a_function_called_as_plain_python(judged)
         spec([{"name": "f", "judged": judged, "why": "the text"}], [asks])
 
 
+def test_a_count_argument_past_the_calls_arguments_is_refused_at_load() -> None:
+    """Found by an author: `count_argument = 4` for a function of two arguments loaded, and grading
+    then said "count_argument 4 of damp is not a whole number in cases [0, 1, 2, 3]"."""
+    calls = {"kind": "calls", "id": "c", "title": "c", "points": 1, "message": "m", "function": "f",
+             "cases": {"rows": [[1.0, 3]], "types": ["float32", "py"]}}
+    f = {"name": "f", "judged": "eager", "why": "a Python loop"}
+    spec([{**f, "calls": [{"name": "g", "count_argument": 1}]}], [calls])
+    with pytest.raises(ValidationError, match="count_argument 4 for g names no argument of .*which pass 2"):
+        spec([{**f, "calls": [{"name": "g", "count_argument": 4}]}], [calls])
+
+
 def test_pure_and_calls_are_declared_with_the_check_that_verifies_them() -> None:
     pure = {"kind": "pure", "id": "p", "title": "p", "points": 1, "message": "m", "function": "f", **ROW}
     calls = {"kind": "calls", "id": "c", "title": "c", "points": 1, "message": "m", "function": "f", **ROW}

@@ -53,8 +53,12 @@ class CallsCheckImpl:
         for rule in self.rules:
             if rule.count_argument is None:
                 continue
-            bad = [n for n, case in enumerate(self.cases)
-                   if rule.count_argument >= len(case.args) or _count_of(case.args[rule.count_argument]) is None]
+            short = [n for n, case in enumerate(self.cases) if rule.count_argument >= len(case.args)]
+            if short:
+                raise AssignmentBug(full_id, f"count_argument {rule.count_argument} of {rule.name} names no argument "
+                                             f"of cases {short} (they pass {len(self.cases[short[0]].args)}; "
+                                             "positions count from 0)")
+            bad = [n for n, case in enumerate(self.cases) if _count_of(case.args[rule.count_argument]) is None]
             if bad:
                 raise AssignmentBug(full_id, f"count_argument {rule.count_argument} of {rule.name} is not a whole "
                                              f"number in cases {bad}")
