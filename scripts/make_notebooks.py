@@ -58,9 +58,13 @@ def targets() -> dict[Path, str]:
     for texts_file in sorted((ROOT / "assignments").glob("*/notebook.toml")):
         assignment = texts_file.parent.name
         texts = tomllib.loads(texts_file.read_text(encoding="utf-8"))
+        sections = solution_sections(assignment)
+        missing = [e for e in texts.get("exercises", {}) if e not in sections]
+        if missing:  # `grade validate` names every difference from the spec
+            raise SystemExit(f"solutions/{assignment}.py has no `# %% [{missing[0]}]` cell for the exercise "
+                             f"notebook.toml names {missing[0]!r} (its cells: {', '.join(sections) or 'none'})")
         out[ROOT / "student_template" / f"{assignment}.ipynb"] = render(build(assignment, texts, None))
-        out[ROOT / "solutions" / f"{assignment}.ipynb"] = render(
-            build(assignment, texts, solution_sections(assignment)))
+        out[ROOT / "solutions" / f"{assignment}.ipynb"] = render(build(assignment, texts, sections))
     return out
 
 

@@ -1264,3 +1264,28 @@ def test_a_hand_written_mutant_that_does_not_parse_is_its_own_failed_row(tiny, t
     row = next(r for r in validator.rows if r.item == "mutant broken")
     assert not row.ok and row.detail.startswith("broken.py, line 3: expected ':'")
     assert [i.key for i in items if i.kind == "mutant"] == ["mutant fine"]
+
+
+@pytest.mark.parametrize("texts, solution_cell, said", [
+    ("[exercises]\nscale = 'Scale x.'\n", "scale", None),
+    ("[exercises]\nscale = 'Scale x.'\nbogus = 'What?'\n", "scale", "notebook.toml's [exercises] name exercises the "
+                                                                    "spec lacks: bogus"),
+    ("[exercises]\n", "scale", "notebook.toml's [exercises] lack scale"),
+    ("[exercises]\nscale = 'Scale x.'\n", "scael", "solutions/tiny.py's cells name exercises the spec lacks: scael; "
+                                                  "lack scale"),
+], ids=["right", "bogus-text", "missing-text", "misspelt-cell"])
+def test_the_notebook_texts_and_the_reference_cells_name_the_spec_s_exercises(tiny, tmp_path, texts,
+                                                                              solution_cell, said) -> None:
+    """Found by an author: an exercise id in notebook.toml that the spec lacks passed validate, and
+    the student's self-check cell then said "ch3-vmap has no exercise 'bogus'"; a misspelt
+    `# %% [dampin]` cell passed too, and the notebook script raised KeyError."""
+    from grader.course.validate import NOTEBOOK_ITEM, _Validator
+
+    folder = tiny(spec())
+    (folder / "notebook.toml").write_text("intro = 'Tiny.'\nsetup = 'import jax'\n" + texts)
+    solution = tmp_path / "solutions" / "tiny.py"
+    solution.write_text(solution.read_text().replace("# %% [scale]", f"# %% [{solution_cell}]"))
+    validator = _Validator("tiny", tmp_path / "scratch", 1, None)
+    validator.plan()
+    row = next(r for r in validator.rows if r.item == NOTEBOOK_ITEM)
+    assert row.ok == (said is None) and (said is None or row.detail == said), row.detail

@@ -32,6 +32,7 @@ import multiprocessing
 import pickle
 import re
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -353,6 +354,7 @@ class _Validator:
         self._requirements(loaded)
         self._functions(loaded)
         self._hints(loaded)
+        self._notebook_texts(loaded)
         return loaded, self._items(loaded)
 
     def prepare(self) -> None:
@@ -434,6 +436,33 @@ class _Validator:
         problems = [f"{exercise_id}.{check_id}: {problem}" for exercise_id, check_id, problem in hint_problems(loaded.spec)]
         hidden = sum(1 for e in loaded.spec.exercises for c in e.checks if c.hidden)
         self.row(HINTS_ITEM, not problems, "; ".join(problems) or f"{hidden} hidden checks", kind="coverage")
+
+    def _notebook_texts(self, loaded: Assignment) -> None:
+        """`notebook.toml` (where the assignment has one: the notebooks are made from it) and the
+        reference module's cells name exactly the spec's exercises: a text or cell for an exercise
+        the spec lacks makes a self-check cell the pack cannot answer ("has no exercise 'bogus'")."""
+        texts_file = loaded.folder / "notebook.toml"
+        if not texts_file.is_file():
+            return
+        exercises = [e.id for e in loaded.spec.exercises]
+        problems = []
+        try:
+            texts = tomllib.loads(texts_file.read_text(encoding="utf-8"))
+            named = list(texts.get("exercises", {})) if isinstance(texts.get("exercises"), dict) else None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            named, problems = None, [f"notebook.toml does not read: {exc}"]
+        if named is None and not problems:
+            problems.append("notebook.toml has no [exercises] table (exercise id -> the text above its answer cell)")
+        if named is not None and named != exercises:
+            problems.append(_named_apart("notebook.toml's [exercises]", named, exercises))
+        reference = loaded.folder.parent.parent / "solutions" / f"{loaded.spec.id}.py"
+        if reference.is_file():
+            cells = [c for c in re.findall(r"^# %% \[([\w-]+)\]", reference.read_text(encoding="utf-8"), flags=re.M)
+                     if c != "setup"]
+            if cells != exercises:
+                problems.append(_named_apart(f"solutions/{loaded.spec.id}.py's cells", cells, exercises))
+        self.row(NOTEBOOK_ITEM, not problems, "; ".join(problems) or f"{len(exercises)} exercises, in the spec's order",
+                 kind="coverage")
 
     def _functions(self, loaded: Assignment) -> None:
         """How each function is judged, as the spec declares it from its text: one row, listing
@@ -660,6 +689,18 @@ def _equivalences(loaded: Assignment) -> dict[str, str]:
 COVERAGE_ITEM = "every check can fail"
 FOLDER_NAME_ITEM = "folder named as the spec's id"
 FUNCTIONS_ITEM = "every function says how it is judged"
+NOTEBOOK_ITEM = "the notebook texts and the reference's cells name the spec's exercises"
+
+
+def _named_apart(what: str, named: list[str], exercises: list[str]) -> str:
+    """How a list of exercise ids differs from the spec's: the unknown, the missing, or the order."""
+    unknown = [n for n in named if n not in exercises]
+    missing = [e for e in exercises if e not in named]
+    if unknown or missing:
+        return what + "".join([f" name exercises the spec lacks: {', '.join(unknown)}" if unknown else "",
+                               ";" if unknown and missing else "",
+                               f" lack {', '.join(missing)}" if missing else ""])
+    return f"{what} are in another order than the spec's ({', '.join(exercises)})"
 HINTS_ITEM = "every hidden check's hint names no hidden value"
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*(?:e-?\d+)?")
 
