@@ -200,11 +200,11 @@ def _listed(numbers: Iterable[int]) -> str:
 _WHILE_RULE = "with lax.while_loop, whether to go on depends on a traced value the loop computes"
 _COUNT_RULE = "lax.fori_loop must count up to the traced argument"
 _WRONG_STOP = {
-    ("value_dependent", "counted_by_constant"): "it runs a number of steps fixed by a counter (a lax.fori_loop or "
-                                                f"lax.scan), but {_WHILE_RULE}",
-    ("value_dependent", "counted_by_input"): f"it only counts steps up to a bound (a lax.fori_loop), but {_WHILE_RULE}",
-    ("value_dependent", "invariant"): f"its stop reads nothing the loop computes (it runs zero times or never stops), "
-                                      f"but {_WHILE_RULE}",
+    ("value_dependent", "counted_by_constant"): "it runs a number of steps fixed by a counter, as a lax.fori_loop or "
+                                                f"lax.scan does; {_WHILE_RULE}",
+    ("value_dependent", "counted_by_input"): f"it only counts steps up to a bound, as a lax.fori_loop does; {_WHILE_RULE}",
+    ("value_dependent", "invariant"): f"its stop reads nothing the loop computes (it runs zero times or never stops); "
+                                      f"{_WHILE_RULE}",
     ("counted_by_input", "counted_by_constant"): "it runs a number of steps fixed when the function was traced (a "
                                                  f"lax.scan, or a lax.fori_loop over a Python int): {_COUNT_RULE}",
     ("counted_by_input", "value_dependent"): "its stop depends on values the loop computes, not only on a counter "
