@@ -1289,3 +1289,16 @@ def test_the_notebook_texts_and_the_reference_cells_name_the_spec_s_exercises(ti
     validator.plan()
     row = next(r for r in validator.rows if r.item == NOTEBOOK_ITEM)
     assert row.ok == (said is None) and (said is None or row.detail == said), row.detail
+
+
+def test_an_equivalent_declaration_cannot_excuse_an_honest_variant(tiny, tmp_path) -> None:
+    """Found by an author: declaring the honest variant that lost points equivalent was accepted and
+    ignored (the row still failed, the declaration never said stale)."""
+    from grader.course.validate import _Validator
+
+    tiny(spec() + '\n[[exercises.equivalent]]\nmutant = "scale.rounded_differently"\nreason = "rounding"\n')
+    validator = _Validator("tiny", tmp_path / "scratch", 1, None)
+    loaded, items = validator.plan()  # type: ignore[misc]
+    validator._stale_declarations(loaded, items)
+    row = next(r for r in validator.rows if r.item == "equivalent declarations name derived mutants")
+    assert not row.ok and row.detail.startswith("scale.rounded_differently is an honest variant, which must keep")

@@ -659,10 +659,15 @@ class _Validator:
             return  # a partial run cannot tell a stale declaration
         made = {i.derived.name for i in items if i.derived is not None}
         made |= {r.mutant for r in self.matrix if r.not_applicable}  # their rows say so
-        unknown = sorted(set(_equivalences(loaded)) - made)
-        if unknown:
-            self.row("equivalent declarations name derived mutants", False,
-                     "no derived mutant is called " + ", ".join(unknown), kind="derived")
+        declared = set(_equivalences(loaded))
+        unknown = sorted(declared - made)
+        honest = sorted(declared & {i.derived.name for i in items if i.derived is not None and i.derived.honest})
+        if unknown or honest:  # an honest variant must keep full marks: nothing excuses it (found by an author)
+            self.row("equivalent declarations name derived mutants", False, "; ".join(
+                (["no derived mutant is called " + ", ".join(unknown)] if unknown else [])
+                + ([", ".join(honest) + (" is an honest variant" if len(honest) == 1 else " are honest variants")
+                    + ", which must keep full marks: a declaration cannot excuse one; loosen the check it fails"]
+                   if honest else [])), kind="derived")
 
 
     def _per_exercise(self, loaded: Assignment) -> None:
