@@ -671,6 +671,9 @@ class ExerciseSpec(_Spec):
             cases._draw_key = f"{self.id}.{cases.draws_as}"
 
 
+Lesson = Literal["control_flow", "static_arguments"]
+
+
 class AssignmentSpec(_Spec):
     """An assignment: its exercises, their checks, and its time limits."""
 
@@ -678,6 +681,11 @@ class AssignmentSpec(_Spec):
     id: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")]
     title: str
     limits: Limits = Limits()
+    sections: dict[Lesson, Annotated[str, Field(min_length=1, max_length=60)]] = Field(
+        default_factory=dict, description=(
+            "where the course teaches what the grader's advice on tracing errors cites, as the advice cites "
+            "it: control_flow (lax.cond / lax.switch / lax.while_loop for a traced value), static_arguments "
+            "(static_argnums and what they cost), e.g. {control_flow = \"section 2.4\"}; none: no citation"))
     exercises: list[ExerciseSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

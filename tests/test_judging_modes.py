@@ -494,3 +494,21 @@ def test_a_plain_python_function_that_was_jitted_is_told_it_need_not_be(tmp_path
     said = failed["bucketing.bucket_size"]
     assert "does not ask for jax.jit" in said and "could not be traced" not in said
     assert "same error as" in failed["bucketing.bucket_size_hidden"]
+
+
+def test_the_advice_on_a_tracing_error_cites_the_assignment_s_own_sections() -> None:
+    """Found by an author: a chapter-3 assignment's students were sent to "section 2.4". The
+    advice cites what the spec's `sections` say, and nothing where it says nothing."""
+    from grader.checks.program import could_not_trace
+    from grader.kernel.protocol import Raised
+
+    raised = Raised(ename="TracerBoolConversionError", evalue="Attempted boolean conversion of traced array")
+    cited = could_not_trace("f", raised, "m", {"control_flow": "section 3.2"})
+    assert cited.message.endswith("use lax.cond, lax.switch or lax.while_loop (section 3.2)")
+    assert cited.raised is not None and cited.raised.teach.endswith("(section 3.2)")
+    assert could_not_trace("f", raised, "m").message.endswith("lax.while_loop")
+    declared = AssignmentSpec.model_validate({**spec([], [VALUES]).model_dump(), "sections": {"static_arguments": "2.5"}})
+    assert declared.sections == {"static_arguments": "2.5"}
+    with pytest.raises(ValidationError, match="sections"):
+        AssignmentSpec.model_validate({**spec([], [VALUES]).model_dump(), "sections": {"vmap": "3.1"}})
+    assert Planner({"control_flow": "section 2.4"}).sections == {"control_flow": "section 2.4"}

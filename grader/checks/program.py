@@ -46,18 +46,29 @@ _NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex1
 
 HINTS = {
     "TracerBoolConversionError": "a Python `if` or `while` on a traced value; use lax.cond, lax.switch or "
-                                 "lax.while_loop (section 2.4)",
+                                 "lax.while_loop",
     "ConcretizationTypeError": "a traced value used where Python needs a concrete one (a shape, a range, a "
-                               "Python condition); use lax control flow, or keep that argument static (2.4-2.5)",
+                               "Python condition); use lax control flow, or keep that argument static",
     "TracerIntegerConversionError": "a traced value used as a Python int (range(n), a list index); use "
-                                    "lax.fori_loop or jnp indexing (2.4)",
+                                    "lax.fori_loop or jnp indexing",
     "TracerArrayConversionError": "NumPy called on a traced value (np.asarray, np.where...); use jax.numpy",
     "NonConcreteBooleanIndexError": "a boolean mask used as an index (its size is unknown when traced); use "
                                     "jnp.where",
     "UnexpectedTracerError": "a traced value escaped the function (stored in a global or a list outside it)",
     "StaticArgumentError": "this check needs it traced: a static argument (static_argnums / static_argnames) "
-                           "is baked into the program and every new value of it compiles again (2.5)",
+                           "is baked into the program and every new value of it compiles again",
 }
+LESSONS = {"TracerBoolConversionError": "control_flow", "ConcretizationTypeError": "control_flow",
+           "TracerIntegerConversionError": "control_flow", "StaticArgumentError": "static_arguments"}
+"""Which of the assignment's `sections` each piece of advice cites (`AssignmentSpec.sections`)."""
+
+
+def lesson(ename: str, sections: dict[str, str] | None = None) -> str | None:
+    """The advice for an error JAX raised while tracing, citing where the assignment's course
+    teaches it (its spec's `sections`: "section 2.4" in the JAX chapter's), or nothing."""
+    text = HINTS.get(ename)
+    where = (sections or {}).get(LESSONS.get(ename, ""))
+    return f"{text} ({where})" if text and where else text
 
 
 def _abstract(value: Any) -> Abstract:
@@ -93,6 +104,7 @@ class ProgramCalls:
                  knockouts: frozenset[str] = frozenset()):
         self.function = function
         self.cases = cases
+        self.sections = planner.sections
         self._runs: dict[str, ModuleRun] = {}
         self._where: list[tuple[str, int]] = []
         grouped: dict[str, tuple[Any, list[list[Value]]]] = {}
@@ -136,7 +148,7 @@ class ProgramCalls:
             if obs.status == "missing":
                 return not_answered(str(obs.detail))
             if obs.status == "raised" and obs.raised is not None:
-                return could_not_trace(self.function, obs.raised, hint)
+                return could_not_trace(self.function, obs.raised, hint, self.sections)
             if obs.status != "ok":
                 status = "timeout" if obs.status == "timeout" else "error"
                 return CheckOutcome(status=status, message=f"{hint}: tracing `{self.function}` did not finish "
@@ -279,10 +291,10 @@ def is_tracing_error(raised: Raised) -> bool:
     return raised.ename in HINTS or "traced value" in raised.evalue
 
 
-def could_not_trace(function: str, raised: Raised, hint: str) -> CheckOutcome:
+def could_not_trace(function: str, raised: Raised, hint: str, sections: dict[str, str] | None = None) -> CheckOutcome:
     """The verdict for a function JAX could not trace, in the chapter's words where it has them."""
     where = where_raised(function, raised)
-    teach = HINTS.get(raised.ename)
+    teach = lesson(raised.ename, sections)
     if raised.ename == "NotImplementedError" and "callback" in raised.evalue:
         teach = "it calls back into Python (jax.pure_callback / io_callback), which the grader does not run"
     detail = teach or raised.evalue

@@ -58,7 +58,7 @@ def plan(assignment: Assignment, seed: int, stage: Stage = "hand_in") -> Plan:
     last = _last_plan
     if last is not None and last[0] is assignment and last[1] == seed and last[2] == stage:
         return list(last[3])
-    ctx = Context(assignment=assignment, seed=seed, planner=Planner(), stage=stage)
+    ctx = Context(assignment=assignment, seed=seed, planner=Planner(assignment.spec.sections), stage=stage)
     built: Plan = [(ex, [build(ex.id, spec, ctx) if judged_now(spec, stage) else Deferred(f"{ex.id}.{spec.id}")
                          for spec in ex.checks]) for ex in assignment.spec.exercises]
     _last_plan = (assignment, seed, stage, built)
