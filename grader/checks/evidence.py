@@ -15,13 +15,7 @@ module's runs (an array of 12 incomes is 12 values):
 2. where there are draws, its share of right values on them is no more than a quarter below its
    share on the visible ones (the check's cases and the notebook's examples). A table is right
    on every example and wrong beyond them; a program with one wrong bracket is wrong on the
-   notebook's inputs in that bracket as often as on the draws in it. Except where every draw a
-   seed put inside the visible calls' range (every number of the call between the least and the
-   greatest the examples pass at its position) is right: what the program gets wrong then lies
-   beyond the examples' range (a Newton loop capped at 12 updates, wrong for a near 1e-7 alone),
-   where a table is wrong inside it too (the tax table's incomes between the brackets); without
-   it, how many draws a seed put beyond the range decided such a loop's structure points (found
-   by an attack: 89 or 92 for the same code, by the seed). Never stricter than on all the draws.
+   notebook's inputs in that bracket as often as on the draws in it.
 
 Without draws (the self-check, or a check whose calls no hidden check shares a signature with)
 the first rule alone applies, on the check's own cases; when the check's own cases are drawn
@@ -38,9 +32,6 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
-from grader.cases import Case
 from grader.checks.base import PASSED, CheckOutcome, Seen, wrong_values
 from grader.checks.numeric import agreeing, disagreement, expected_size, select
 from grader.checks.program import NotebookExample, ProgramCalls
@@ -69,49 +60,13 @@ class RightValues:
         return Fraction(self.right, self.total) if self.total else Fraction(1)
 
 
-def is_evidence(visible: RightValues, drawn: RightValues, inside: RightValues | None = None) -> bool:
+def is_evidence(visible: RightValues, drawn: RightValues) -> bool:
     """The rule, on the counts: right on enough of everything (1), and not far less often on the
-    draws than on the visible values (2), unless every draw inside the visible values' range
-    (`inside`, where there are any) is right: then what it gets wrong lies beyond the examples."""
+    draws than on the visible values (2)."""
     right, total = visible.right + drawn.right, visible.total + drawn.total
     overall = Fraction(right, total) if total else Fraction(1)
     overfit = drawn.total > 0 and visible.total > 0 and drawn.share() < visible.share() - OVERFIT_MARGIN
-    beyond_only = inside is not None and inside.total > 0 and inside.right == inside.total
-    return overall >= ENOUGH and not (overfit and not beyond_only)
-
-
-def _numbers(value: Any) -> np.ndarray | None:
-    """An argument's numbers, as float64, or None for one that is not numbers."""
-    try:
-        arr = np.asarray(value)
-    except Exception:  # noqa: BLE001 - a case the instructor wrote: anything that is not numbers
-        return None
-    return arr.astype(np.float64).ravel() if arr.dtype.kind in "biuf" and arr.size else None
-
-
-def visible_range(cases: list[Case]) -> list[tuple[float, float] | None]:
-    """Per argument position, the least and the greatest number the visible calls pass there."""
-    width = max((len(c.args) for c in cases), default=0)
-    ranges: list[tuple[float, float] | None] = []
-    for position in range(width):
-        found = [n for c in cases if position < len(c.args) and (n := _numbers(c.args[position])) is not None]
-        ranges.append((min(float(n.min()) for n in found), max(float(n.max()) for n in found)) if found else None)
-    return ranges
-
-
-def inside(case: Case, ranges: list[tuple[float, float] | None]) -> bool:
-    """Whether every number of a call lies within the visible calls' range at its position: a
-    program wrong only beyond the examples' range (a loop capped, a value that overflows) is right
-    there, where a table of the notebook's answers is as wrong as anywhere."""
-    if len(case.args) > len(ranges):
-        return False
-    for value, bounds in zip(case.args, ranges):
-        numbers = _numbers(value)
-        if numbers is None:
-            continue
-        if bounds is None or numbers.min() < bounds[0] or numbers.max() > bounds[1]:
-            return False
-    return True
+    return overall >= ENOUGH and not overfit
 
 
 def vouches(program: ProgramCalls, seen: Seen, spec: StructureCheck | CompileLimitCheck, expected: list,
@@ -123,7 +78,7 @@ def vouches(program: ProgramCalls, seen: Seen, spec: StructureCheck | CompileLim
     if isinstance(answers, CheckOutcome):
         return answers
     own = disagreement(spec.function, program.cases, answers, expected, spec.output, spec.rtol, spec.atol)
-    visible, drawn, within = RightValues(), RightValues(), RightValues()
+    visible, drawn = RightValues(), RightValues()
     (drawn if spec.cases.rows is None else visible).add(answers, expected, spec)
     why = own
     if program.beyond and expected_beyond is not None:
@@ -132,19 +87,11 @@ def vouches(program: ProgramCalls, seen: Seen, spec: StructureCheck | CompileLim
             return beyond.model_copy(update={"message": f"{spec.message}: the program inspected could not be run "
                                                         "beyond the notebook's examples",
                                              "counterexample": beyond.message})
-        shown_cases = (list(program.cases) if spec.cases.rows is not None else []) + [
-            c for c in program.beyond if isinstance(c, NotebookExample)]
-        ranges = visible_range(shown_cases)
         for case, value, want in zip(program.beyond, beyond, expected_beyond):
-            if isinstance(case, NotebookExample):
-                visible.add([value], [want], spec)
-                continue
-            drawn.add([value], [want], spec)
-            if inside(case, ranges):
-                within.add([value], [want], spec)
+            (visible if isinstance(case, NotebookExample) else drawn).add([value], [want], spec)
         why = own or disagreement(spec.function, program.beyond, beyond, expected_beyond, spec.output,
                                   spec.rtol, spec.atol)
-    if not why or is_evidence(visible, drawn, within):
+    if not why or is_evidence(visible, drawn):
         return PASSED
     shown = f" ({own})" if own and spec.cases.rows is not None else ""  # the check's own cases are visible
     return wrong_values(spec.message, "the program inspected computes the right values for too few inputs, or "
