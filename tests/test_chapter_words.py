@@ -493,6 +493,23 @@ def test_a_check_that_sets_a_global_blames_it_only_when_the_global_changed_the_a
     assert ("must use its lr argument" in said) == (lead != "update_weights.hidden")
 
 
+@pytest.mark.kernel
+def test_the_calls_without_the_globals_come_after_those_that_set_them(repo_root: Path, tmp_path: Path) -> None:
+    """A function that reads the global only on every other call (found by re-attacking the calls
+    without globals: asked between the checks' own, they took the calls the global reached, and it
+    kept 16 of 16): the calls that set globals meet it where they did before those were added."""
+    source = (repo_root / "solutions" / "ch2-practice.py").read_text()
+    path = tmp_path / "alternate.py"
+    path.write_text(source.replace(UPDATE, "_calls = [0]\n\n\ndef update_weights_explicit(params, grads, lr):\n"
+                                           "    _calls[0] += 1\n    g = globals().get('learning_rate')\n"
+                                           "    if g is not None and _calls[0] % 2 == 0:\n"
+                                           "        return params - g * grads\n    return params - lr * grads\n"))
+    report = grade_warm(path, GradeOptions(assignment="ch2-practice", seed=SEED, exercises=("update_weights",)))
+    failed = {c.id: c for e in report.exercises for c in e.checks if c.status != "passed"}
+    assert {i for i in failed if i.startswith("update_weights.ignores_global")}, failed
+    assert any("must use its lr argument" in (c.message or "") for c in failed.values())
+
+
 # ----------------------------------------------------------------------------- 6. an endless loop, once
 
 ENDLESS = "\n\n# %%\n@jax.jit\ndef newton_sqrt(a, tol):\n    def cond_fun(state):\n        return state[2] >= 0\n\n" \

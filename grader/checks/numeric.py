@@ -186,6 +186,13 @@ class NumericCheckImpl:
     def fallbacks(self) -> list[EagerFallback]:
         return [f for calls in self._both() for f in calls.fallbacks()]
 
+    def baseline_ids(self) -> set[str]:
+        """The requests of the calls without the globals: asked after every other request of the
+        batch (`grader.judging.plan.observe_all`), so the calls that set globals meet the student's
+        code where they met it before the baseline existed (a function that reads the global on
+        every other trace would otherwise escape it: found by an attack)."""
+        return {r.id for r in self.without.requests()} if self.without is not None else set()
+
     def globals_changed_nothing(self, seen: Seen, answers: list[Any] | None = None) -> bool:
         """Whether the function answers every call the same without the globals the check sets:
         then its wrong answers are its values' fault, not a global's (found by an attack: an lr

@@ -135,6 +135,8 @@ def observe_all(prober: Prober, checks_plan: Plan, probe_timeout: float,
                 if request.id not in asked:
                     asked.add(request.id)
                     requests.append(request)
+        baselines = {i for check in checks for i in getattr(check, "baseline_ids", set)()}
+        requests.sort(key=lambda r: r.id in baselines)  # stable: the calls without globals last
         observations.update(_hidden_values_if_needed(prober, requests, probe_timeout) if hidden
                             else prober.observe(requests, probe_timeout))
         eager = [call for check in checks for call in _untraced(check, observations) if call.id not in asked]
