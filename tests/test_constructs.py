@@ -17,7 +17,7 @@ import pytest
 from jax import lax
 
 from grader import assignment
-from grader.checks.structure import construct_problem, follows_the_size
+from grader.checks.structure import construct_problem, elements_per_step, follows_the_size
 from grader.course.mutation.families import derive_mutants
 from grader.course.mutation.interface import FunctionUse, Interface, StructureNeed
 from grader.course.mutation.introspect import ReferenceFacts
@@ -621,3 +621,46 @@ def test_a_scan_unrolled_k_steps_at_a_time_still_runs_over_the_input(unroll) -> 
     fixed = analysed(lambda xs, d: ema_blocks(xs, d, 2, 2), jnp.arange(7.0), 0.5)
     assert construct_problem(over, fixed, {7}) == ("has a loop of 2 steps for an input of 7 elements: lax.scan over the "
                                                    "input runs once per element")
+    # a scan's block is the same for every length; two blocks of half the input each are not a scan
+    # over it (found by re-attacking this change: each half by a formula, 8 points)
+    assert [elements_per_step(analysed(unrolled, jnp.arange(float(n)), 0.5), {n}) for n in (8, 12)] == \
+        [{unroll}, {unroll}]
+    halves = [elements_per_step(analysed(ema_halves, jnp.arange(float(n)), 0.5), {n}) for n in (8, 12)]
+    assert halves == [{4}, {6}] and not set.intersection(*halves)
+
+
+def ema_halves(xs, decay):  # a fori_loop over the input's two halves, each by a formula
+    blocks = xs.reshape(2, xs.shape[0] // 2)
+
+    def body(i, carry):
+        avg, out = carry
+        block = blocks[i]
+        powers = decay ** jnp.arange(1, block.shape[0] + 1)
+        new = powers * avg + jnp.cumsum((1 - decay) * block * decay ** -jnp.arange(block.shape[0])) * (powers / decay)
+        return new[-1], out.at[i].set(new)
+
+    return lax.fori_loop(0, 2, body, (xs[0], jnp.zeros_like(blocks)))[1].reshape(-1)
+
+
+@pytest.mark.kernel
+def test_a_loop_over_the_input_s_two_halves_fails_uses_scan_on_the_notebook_s_two_lengths(repo_root, tmp_path) -> None:
+    """The check reads every module it exported (series of 4 and of 6 elements): a step takes
+    2 elements of one and 3 of the other, which no scan's unroll does."""
+    from warm_grading import grade_warm
+
+    from grader import GradeOptions
+
+    source = (repo_root / "solutions" / "ch2-scan.py").read_text()
+    start, end = source.index("@jax.jit\ndef ema(xs, decay):"), source.index("# %% [clip]")
+    halves = ("@jax.jit\ndef ema(xs, decay):\n    blocks = xs.reshape(2, xs.shape[0] // 2)\n\n"
+              "    def body(i, carry):\n        avg, out = carry\n        row = []\n"
+              "        for j in range(blocks.shape[1]):\n            avg = ema_step(avg, blocks[i, j], decay)\n"
+              "            row.append(avg)\n        return avg, out.at[i].set(jnp.stack(row))\n\n"
+              "    return lax.fori_loop(0, 2, body, (xs[0], jnp.zeros_like(blocks)))[1].reshape(-1)\n\n\n")
+    path = tmp_path / "halves.py"
+    path.write_text(source[:start] + halves + source[end:])
+    report = grade_warm(path, GradeOptions(assignment="ch2-scan", seed=1, exercises=("ema",)))
+    checks = {c.id: c for e in report.exercises for c in e.checks}
+    assert checks["ema.ema_visible"].status == "passed", checks["ema.ema_visible"].message
+    assert checks["ema.uses_scan"].status == "failed"
+    assert "whose size grows with its length (elements a step takes: 2 for 4, 3 for 6)" in checks["ema.uses_scan"].message

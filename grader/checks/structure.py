@@ -128,6 +128,7 @@ class StructureCheckImpl:
             return failed(spec.message, grown)
         if self.program is not None and (spec.loop is not None or spec.case_chooses_output):
             unjudged = None
+            steps: list[tuple[int, set[int]]] = []  # per module: an input's length, the elements a step takes
             for run in self.program.runs():
                 outcome = seen.run(run)
                 facts = outcome.facts if outcome is not None else None
@@ -136,6 +137,14 @@ class StructureCheckImpl:
                 if why:
                     return failed(spec.message, f"{what} {why}")
                 unjudged = unjudged or unfinished_knockout(spec, constructs, what)
+                if spec.loop == "over_input" and constructs is not None:
+                    steps.append((max(leading_lengths(run), default=0), elements_per_step(constructs,
+                                                                                          leading_lengths(run))))
+            if steps and not set.intersection(*(taken for _, taken in steps)):
+                shown = ", ".join(f"{'/'.join(map(str, sorted(taken)))} for {n}" for n, taken in steps)
+                return failed(spec.message, f"{what} has a loop over blocks of the input whose size grows with its "
+                                            f"length (elements a step takes: {shown}): lax.scan over the input runs "
+                                            "once per element, or once per block of a fixed size (its unroll)")
             if unjudged is not None:  # the program's values stand; only this check is not judged
                 agreed = self._agrees(seen)
                 return unjudged if agreed.status == "passed" else agreed
@@ -226,6 +235,20 @@ def _per_element(loop: LoopFacts, lengths: set[int]) -> bool:
         return False
     return loop.bound in lengths or (loop.bound >= 1 and any(loop.bound * k <= n < (loop.bound + 1) * k
                                                              for k in loop.blocks for n in lengths))
+
+
+def elements_per_step(constructs: Constructs, lengths: set[int]) -> set[int]:
+    """How many of an input's elements a step of a loop over it takes: 1 for a loop once per
+    element, k for one over blocks of k (`_per_element`); across a check's modules a scan's k stays
+    the same (its `unroll`), where a loop over a fixed number of blocks takes more as inputs grow."""
+    taken: set[int] = set()
+    for loop in constructs.loops:
+        if not loop.feeds_output or loop.does_work is False or not _per_element(loop, lengths):
+            continue
+        if loop.bound in lengths:
+            taken.add(1)
+        taken |= {k for k in loop.blocks for n in lengths if loop.bound * k <= n < (loop.bound + 1) * k}
+    return taken
 
 
 def _over_input_problem(constructs: Constructs, lengths: set[int]) -> str | None:
