@@ -417,7 +417,8 @@ def _rank(position: int, failure: Failure, support: dict[str, int] | None = None
     of globals whose globals changed nothing, too); first of them, a check that saw its cause itself
     (`Failure.shown`: the globals it sets changed the answers, so "use the lr argument, not a
     global" is what to fix); then one whose own cause is not another (`_aliased`: a donated
-    buffer); then the most specific, the one verifying fewest of the exercise's requirements (`train_fori` with lr = 0, which verifies
+    buffer); then the most specific, the one verifying fewest of the exercise's requirements
+    (`train_fori` with lr = 0, which verifies
     only "lr is an argument", names an ignored lr where "train_fori runs exactly num_steps steps"
     cannot tell it from a wrong count, and "train_fori learns the true parameters" fails for any
     wrong value); of those, the one whose requirement most of the failed checks verify (`_support`);

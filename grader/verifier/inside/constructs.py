@@ -10,7 +10,8 @@ cannot tell them apart; what the ops read and feed can.
   from an input (`fori_loop` over a traced `num_steps`); `counted_by_constant` when the bound is
   fixed when traced (`scan`, a `fori_loop` over a Python int; its `bound` is the constant the
   counter is compared with, so a loop over an array's elements shows how it grows, and its `blocks`
-  the k of an input it steps through k elements at a time, as `lax.scan(..., unroll=k)` does); `invariant` when it reads neither a
+  the k of an input it steps through k elements at a time, as `lax.scan(..., unroll=k)` does);
+  `invariant` when it reads neither a
   counter nor a computed value (it runs zero times or never stops). It `feeds_output` when a
   value its body computes reaches what `main` returns.
 - A `case` has an `index_from_input` when data flows from an argument of `main` to its index,
