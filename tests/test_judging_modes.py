@@ -398,7 +398,11 @@ def test_a_step_called_through_a_jitted_helper_only_in_later_calls_is_counted_on
     "def loop(w, n, update=step):\n    for _ in range(n):\n        w = update(w)\n    return w\n",
     "def make(update):\n    def inner(w):\n        return update(w)\n    def loop(w, n):\n"
     "        for _ in range(n):\n            w = inner(w)\n        return w\n    return loop\nloop = make(step)\n",
-], ids=["closure", "default", "closure-of-a-closure"])
+    "def make(fs):\n    def loop(w, n):\n        for _ in range(n):\n            w = fs[0](w)\n        return w\n"
+    "    return loop\nloop = make([step])\n",
+    "def make(fs):\n    def loop(w, n):\n        for _ in range(n):\n            w = fs['update'](w)\n"
+    "        return w\n    return loop\nloop = make({'update': step})\n",
+], ids=["closure", "default", "closure-of-a-closure", "list-in-a-closure", "dict-in-a-closure"])
 def test_a_step_the_loop_holds_in_a_closure_or_a_default_is_counted_and_put_back(held) -> None:
     """A loop made by a factory that closes over `step` (`train_python_loop = make_loop(step)`),
     or given it as a default value, calls step where no namespace names it (found by an attack:
@@ -414,6 +418,7 @@ def test_a_step_the_loop_holds_in_a_closure_or_a_default_is_counted_and_put_back
 
     held_now = held_by(namespace["loop"])
     held_now += [f for g in held_now if callable(g) and hasattr(g, "__closure__") for f in held_by(g)]
+    held_now += [f for g in held_now if type(g) in (list, dict) for f in (g.values() if isinstance(g, dict) else g)]
     steps = [f for f in held_now if getattr(f, "__name__", None) == "step"]  # a counting wrapper is named so too
     assert steps and all(f is namespace["step"] for f in steps)
 

@@ -338,6 +338,7 @@ class _CountedCalls:
         self.originals: list[tuple[dict, str, Any]] = []
         self.cells: list[tuple[Any, Any]] = []  # closure cells rebound, with what they held
         self.defaults: list[tuple[Any, tuple]] = []  # functions whose default values were rebound
+        self.items: list[tuple[Any, Any, Any]] = []  # (a list or dict in a closure cell, key, what it held)
         self.wrappers: dict[int, Any] = {}  # id of a counting wrapper -> what it calls
 
     def _spaces(self) -> list[dict]:
@@ -377,8 +378,9 @@ class _CountedCalls:
 
     def _bind_held(self, family: list) -> None:
         """The counted function where the caller holds it in no namespace: in a closure cell
-        (`train_python_loop = make_loop(step)`) or a default value (`def loop(..., update=step)`),
-        its own or those of the functions it holds that way (a few levels down)."""
+        (`train_python_loop = make_loop(step)`), a list or dict in one (`make_loop([step])`) or a
+        default value (`def loop(..., update=step)`), its own or those of the functions it holds
+        that way (a few levels down)."""
         seen: set[int] = set()
         todo = [(fn, 0) for fn in _wrapped_chain(self.caller)]
         looked = 0
@@ -398,12 +400,26 @@ class _CountedCalls:
                     cell.cell_contents = self._counting(held)
                 elif depth < 3 and isinstance(held, types.FunctionType):
                     todo.append((held, depth + 1))
+                elif type(held) in (list, dict):  # `make_loop([step])`: the helper an item of what it holds
+                    looked += self._bind_items(held, family)
             defaults = fn.__defaults__ or ()
             if any(callable(d) and any(a is b for a in _wrapped_chain(d) for b in family) for d in defaults):
                 looked += len(defaults)
                 self.defaults.append((fn, defaults))
                 fn.__defaults__ = tuple(self._counting(d) if callable(d) and any(
                     a is b for a in _wrapped_chain(d) for b in family) else d for d in defaults)
+
+    def _bind_items(self, held: list | dict, family: list) -> int:
+        """The counted function as an item of a list or a dict the caller holds in a closure cell,
+        counted in place and put back afterwards; how many items were looked at."""
+        keys = list(range(len(held))) if isinstance(held, list) else list(held)
+        keys = keys[: self.MAX_HELD]
+        for key in keys:
+            item = held[key]
+            if callable(item) and any(a is b for a in _wrapped_chain(item) for b in family):
+                self.items.append((held, key, item))
+                held[key] = self._counting(item)
+        return len(keys)
 
     def _jit_counting(self) -> None:
         """`jax.jit` (and every name bound to it) made, for the calls' time, to count the calls
@@ -457,6 +473,11 @@ class _CountedCalls:
             cell.cell_contents = held
         for fn, defaults in reversed(self.defaults):
             fn.__defaults__ = defaults
+        for held, key, item in reversed(self.items):
+            try:
+                held[key] = item
+            except (IndexError, TypeError):  # the calls emptied it: nothing of ours is left in it to take back
+                pass
 
     def take(self) -> int:
         count, self.count = self.count, 0
