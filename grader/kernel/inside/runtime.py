@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import json
 import math
 import os
@@ -412,8 +413,8 @@ class _CountedCalls:
     def _bind_items(self, held: list | dict, family: list) -> int:
         """The counted function as an item of a list or a dict the caller holds in a closure cell,
         counted in place and put back afterwards; how many items were looked at."""
-        keys = list(range(len(held))) if isinstance(held, list) else list(held)
-        keys = keys[: self.MAX_HELD]
+        keys = list(range(min(len(held), self.MAX_HELD)) if isinstance(held, list)
+                    else itertools.islice(held, self.MAX_HELD))  # a huge container: its first items only
         for key in keys:
             item = held[key]
             if callable(item) and any(a is b for a in _wrapped_chain(item) for b in family):
