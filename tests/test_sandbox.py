@@ -550,15 +550,18 @@ def test_kernels_started_early_or_not_are_ipykernel_without_its_debugger() -> No
 def test_the_first_kernel_of_grade_file_imports_jax_before_the_first_cell_and_xla_flags_still_apply() -> None:
     """`grade FILE`'s first kernel is warm (it imports JAX while the grader gets ready), as a
     batch worker's forked kernels are; JAX's backend is not created by the import, so the
-    XLA_FLAGS a student's cell sets still take effect."""
+    XLA_FLAGS a student's cell sets still take effect, in place of the grader's (XLA's CPU
+    runtime on the calling thread: grader/sandbox/layers.py's XLA_FLAGS)."""
     with Kernel(adopt=LaunchedKernel(POLICY, KERNEL_ARGS + WARM_ARGS)) as kernel:
         first = observe(kernel, """
-            import sys
-            facts = {"jax": "jax" in sys.modules, "names": [n for n in dir() if "jax" in n]}
+            import os, sys
+            facts = {"jax": "jax" in sys.modules, "names": [n for n in dir() if "jax" in n],
+                     "xla_flags": os.environ.get("XLA_FLAGS")}
         """)
         run = kernel.run("import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=3'\n"
                          "import jax\nassert len(jax.devices()) == 3, jax.devices()", CELL_TIMEOUT)
-    assert first == {"jax": True, "names": []}  # imported, and no name left in the namespace
+    # imported, no name left in the namespace, and XLA's programs on the kernel's own thread
+    assert first == {"jax": True, "names": [], "xla_flags": "--xla_cpu_multi_thread_eigen=false"}
     assert run.status == "ok", run
 
 
