@@ -442,6 +442,15 @@ def _take_assignments(argv: list[str]) -> list[str]:
     return rest
 
 
+GRADED_SUFFIXES = (".ipynb", ".py")  # grader.submission's SUFFIXES, without importing it (pydantic: 0.1 s)
+
+
+def _may_be_graded(path: Path) -> bool:
+    """Whether a kernel is worth starting before the file is read: a file that is not there,
+    not readable or not a notebook or module gets its one sentence without a JAX booted for it."""
+    return path.is_file() and path.suffix.lower() in GRADED_SUFFIXES and os.access(path, os.R_OK)
+
+
 def run(argv: list[str]) -> int:
     argv = _take_assignments(argv)
     subcommands = {"schema": _schema, "validate": _validate, "export": _export, "pack": _pack,  # a file: ./schema
@@ -484,7 +493,7 @@ def run(argv: list[str]) -> int:
     from grader.sandbox.executables import sandbox_policy
 
     policy = sandbox_policy(sandboxed)
-    first = LaunchedKernel(policy, KERNEL_ARGS + WARM_ARGS) if Path(args.paths[0]).is_file() else None
+    first = LaunchedKernel(policy, KERNEL_ARGS + WARM_ARGS) if _may_be_graded(Path(args.paths[0])) else None
     kernels = None
     try:
         from grader.kernel.client import Prelaunched

@@ -49,6 +49,23 @@ def test_txt_file_exits_2(tmp_path: Path) -> None:
     assert_one_line_error(grade_cli("answers.txt", cwd=tmp_path), "answers.txt", ".ipynb", ".py")
 
 
+def test_a_file_that_cannot_be_graded_boots_no_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`grade FILE` starts its first kernel before it reads the file; a file it will refuse
+    gets its sentence without a JAX booted (and killed) for it."""
+    from grader import cli
+    from grader.kernel import launch
+    from grader.submission import SUFFIXES
+
+    assert set(cli.GRADED_SUFFIXES) == set(SUFFIXES)
+    started: list[object] = []
+    monkeypatch.setattr(launch, "LaunchedKernel", lambda *a: started.append(a))
+    (tmp_path / "answers.txt").write_text("x = 1\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["answers.txt"]) == 2
+    assert started == [] and "answers.txt" in capsys.readouterr().err
+
+
 def test_unknown_assignment_exits_2(tmp_path: Path, repo_root: Path) -> None:
     shutil.copy(repo_root / "solutions" / "ch2-jit.py", tmp_path / "ch2-jit.py")
     assert_one_line_error(grade_cli("ch2-jit.py", "-a", "ch9-nope", cwd=tmp_path), "ch9-nope", "ch2-jit")
