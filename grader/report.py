@@ -277,6 +277,16 @@ class Report(_Model):
         return self.score if self.final_score is None else self.final_score
 
 
+class StudentReport(Report):
+    """A report as the student who handed it in reads it from the hand-in service
+    (grader/serve/student_view.py): without the seed of the class's hidden inputs (with the
+    domains, which stay with the instructor, it draws every one of them) and without the time
+    grading took (code run on a hidden value can sleep for it: a bit of that value per hand-in)."""
+
+    seed: None = Field(default=None, description="withheld from a student")  # type: ignore[assignment]
+    duration_s: None = Field(default=None, description="withheld from a student")  # type: ignore[assignment]
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)

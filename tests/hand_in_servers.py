@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from grader.report import CheckResult, ExerciseResult, Isolation, Report, SubmissionRef, environment
+from grader.report import CheckResult, ExerciseResult, Isolation, StudentReport, SubmissionRef, environment
 from grader.serve.page import content_security_policy, hand_in_page
 from grader.serve.running import RunningService, running_service
 
@@ -101,13 +101,13 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def made_up_report(filename: str, data: bytes, student: str) -> Report:
+def made_up_report(filename: str, data: bytes, student: str) -> StudentReport:
     """A graded report at full marks, as the service would send it (the student's view)."""
     check = CheckResult(id="tax.visible", title="tax on the notebook's incomes", status="passed", score=100,
                         max_score=100, hidden=False, message=None)
-    return Report(assignment="ch2-jit", submission=SubmissionRef(
+    return StudentReport(assignment="ch2-jit", submission=SubmissionRef(
         path=filename, sha256=hashlib.sha256(data).hexdigest(), kind="notebook"), student=student,
-        status="graded", score=100, max_score=100, seed=3, duration_s=0.4, environment=environment(),
+        status="graded", score=100, max_score=100, environment=environment(),
         exercises=[ExerciseResult(id="tax", title="Exercise 1: progressive tax", score=100, max_score=100,
                                   checks=[check])],
         isolation=Isolation(sandboxed=False, layers=[]))

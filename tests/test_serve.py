@@ -232,6 +232,7 @@ def test_hidden_values_stay_hidden_and_verdicts_are_those_of_grade_file_seed(
         for marker in ("LEAKTEXT", "STASHED", "PRINTEDLEAK"):  # as tests/test_hidden_leaks.py
             assert marker not in text, marker
     assert all(c["counterexample"] is None and c["tally"] is None for c in mine.values())
+    assert status["report"]["seed"] is None and status["report"]["duration_s"] is None  # a sleep(lr) tells lr
     instructors = poll(lambda: (served.out / "bob.json").is_file() and (served.out / "bob.json").read_text(), 120,
                        "bob's report in OUT")
     assert "LEAKTEXT" in instructors  # the instructor's report has it: it was there to withhold

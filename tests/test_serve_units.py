@@ -317,6 +317,10 @@ def test_the_students_view_drops_what_only_the_instructor_reads() -> None:
     assert all(c.counterexample is None and c.tally is None and c.judge_error is None for c in checks)
     assert [c.message for c in checks] == [c.message for e in report.exercises for c in e.checks]
     assert stored not in shown.model_dump_json()
+    # code run on a hidden value can sleep for it; the seed draws every hidden value with the domains
+    assert report.seed is not None and report.duration_s is not None
+    assert shown.seed is None and shown.duration_s is None
+    assert '"seed":null' in shown.model_dump_json() and '"duration_s":null' in shown.model_dump_json()
 
 
 def test_a_feedback_page_may_apply_its_own_style_and_nothing_else() -> None:

@@ -389,7 +389,7 @@ def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
     max score). HandInRefused, ServiceUnreachable, NotGraded or StoppedWaiting when there is none."""
     import shutil
 
-    from grader.report import Report
+    from grader.report import StudentReport
     from grader.views.terminal import summary
 
     service = Service(url, token)
@@ -420,7 +420,7 @@ def hand_in(path: Path, url: str, token: str, *, verbose: bool = False,
     if done["state"] != "graded":
         raise NotGraded(said)
     try:
-        report = Report.model_validate(done.get("report"))
+        report = StudentReport.model_validate(done.get("report"))
     except ValueError:
         raise NotGraded(f"the hand-in service at {terminal(url, PATH_LIMIT)} graded your notebook, but its report "
                         f"is not one this pack reads: {later(url)}") from None

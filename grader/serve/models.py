@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grader.report import Report
+from grader.report import StudentReport
 
 JobState = Literal["queued", "running", "graded", "not_graded", "superseded"]
 LIVE: tuple[JobState, ...] = ("queued", "running")
@@ -54,7 +54,7 @@ class HandInSummary(_Body):
 class HandInStatus(HandInSummary):
     """GET /api/hand-ins/{id}: the summary, and the report as a student sees it once graded."""
 
-    report: Report | None = None
+    report: StudentReport | None = None
 
 
 class HandInList(_Body):

@@ -3,8 +3,9 @@
 The report a worker returns is the instructor's: besides the student-facing `message` of each
 check (already built by grader/judging/reveal.py, which withholds hidden values and answers),
 it carries what only the instructor reads: a check's `counterexample`, `tally` and `judge_error`,
-and the fingerprints of the student's programs (`programs`). Those are dropped here, exactly the
-fields the feedback page (grader/views/page.py) never shows. The path the file has on the grading
+the fingerprints of the student's programs (`programs`), the class's seed and the time grading
+took (`StudentReport`). Those are dropped here, exactly the fields the feedback page
+(grader/views/page.py) never shows. The path the file has on the grading
 machine is replaced, wherever a sentence quotes it, by the name the student gave the file.
 """
 
@@ -16,13 +17,13 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.report import CheckResult, ExerciseResult, Report
+from grader.report import CheckResult, ExerciseResult, Report, StudentReport
 from grader.submission import display_path
 
 _STYLE = re.compile(r"<style>(.*?)</style>", re.S)
 
 
-def student_view(report: Report, stored: Path | str, file_name: str) -> Report:
+def student_view(report: Report, stored: Path | str, file_name: str) -> StudentReport:
     """`report` without what only the instructor reads, its paths named as the student named the file."""
     paths = sorted({str(stored), display_path(stored), str(Path(stored).resolve())}, key=len, reverse=True)
 
@@ -37,10 +38,11 @@ def student_view(report: Report, stored: Path | str, file_name: str) -> Report:
                                 checks=[_check(c, named) for c in e.checks]) for e in report.exercises]
     problems = [p.model_copy(update={"message": named(p.message), "where": named(p.where)})
                 for p in report.cell_problems]
-    return report.model_copy(update={
+    shown = report.model_copy(update={
         "submission": report.submission.model_copy(update={"path": file_name}),
         "error": named(report.error), "exercises": exercises, "cell_problems": problems, "programs": [],
     })
+    return StudentReport.model_validate({**dict(shown), "seed": None, "duration_s": None})
 
 
 def _check(check: CheckResult, named: Callable[[str | None], str | None]) -> CheckResult:

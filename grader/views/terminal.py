@@ -187,7 +187,9 @@ def summary(report: Report, *, color: bool = False, verbose: bool = False, width
             continue  # told under its exercise
         lines.append(paint(f"  note: {flowing(problem.message, MESSAGE_LIMIT)}", "2"))
     total = scored(report.score, report.max_score, _all_checks(report))
-    lines.append(f"Total {paint(total, '1')}   (seed {report.seed}, {report.duration_s:.1f} s)")
+    said = [f"seed {report.seed}"] if report.seed is not None else []  # a student's view of a hand-in has neither
+    said += [f"{report.duration_s:.1f} s"] if report.duration_s is not None else []
+    lines.append(f"Total {paint(total, '1')}" + (f"   ({', '.join(said)})" if said else ""))
     if report.late is not None:
         lines.append(f"  late: submitted {report.late.submitted_at}, {report.late.days_late} day(s) after "
                      f"{report.late.due}: -{_points(report.late.points)} ({report.late.rule})")
