@@ -51,14 +51,14 @@ ALLOWED = {
                "vfork": 58, "execve": 59, "exit_group": 231, "wait4": 61, "kill": 62,
                "setresuid": 117, "setresgid": 119, "setgroups": 116, "capget": 125, "capset": 126,
                "prctl": 157, "arch_prctl": 158, "setsid": 112, "epoll_wait": 232, "getrandom": 318,
-               "memfd_create": 319, "seccomp": 317, "rseq": 334, "pidfd_open": 434, "close_range": 436,
+               "seccomp": 317, "rseq": 334, "pidfd_open": 434, "close_range": 436,
                "mbind": 237, "set_robust_list": 273, "prlimit64": 302, "pipe2": 293, "statx": 332},
     "aarch64": {"read": 63, "write": 64, "openat": 56, "close": 57, "mmap": 222, "mprotect": 226,
                 "munmap": 215, "brk": 214, "rt_sigaction": 134, "ioctl": 29, "getpid": 172,
                 "sched_yield": 124, "execve": 221, "exit_group": 94, "wait4": 260, "kill": 129,
                 "setresuid": 147, "setresgid": 149, "setgroups": 159, "capget": 90,
                 "capset": 91, "prctl": 167, "setsid": 157, "epoll_pwait": 22, "getrandom": 278,
-                "memfd_create": 279, "seccomp": 277, "rseq": 293, "pidfd_open": 434,
+                "seccomp": 277, "rseq": 293, "pidfd_open": 434,
                 "close_range": 436, "mbind": 235, "set_robust_list": 99, "prlimit64": 261,
                 "pipe2": 59, "statx": 291},
 }
@@ -661,6 +661,7 @@ facts = {
     "personality": sys_call("personality", 0x0040000),  # ADDR_NO_RANDOMIZE
     "vsock": sys_call("socket", 40, 1, 0),
     "cachestat": sys_call("cachestat", fd, 0, 0, 0),
+    "memfd_create": sys_call("memfd_create", b"held", 0),
 }
 if "inotify_init" in NR:
     facts["inotify_init"] = sys_call("inotify_init")
@@ -693,7 +694,7 @@ facts["fds"] = fds
 REFUSED = ("add_key", "keyctl", "request_key", "ptrace", "mount", "umount2", "unshare", "unshare_user",
            "setns", "bpf", "perf_event_open", "flock", "fcntl_setlk", "fcntl_getlk", "fcntl_ofd_setlk",
            "fcntl_notify", "inotify_init1", "fanotify_init", "userfaultfd", "io_uring_setup",
-           "process_vm_readv", "personality", "vsock", "cachestat")
+           "process_vm_readv", "personality", "vsock", "cachestat", "memfd_create")
 
 
 @pytest.mark.kernel
