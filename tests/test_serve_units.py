@@ -5,6 +5,8 @@ report, and the origin rules. tests/test_serve.py drives the whole service over 
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import os
 import sqlite3
 import stat
@@ -278,14 +280,17 @@ def _tokens_in(db: sqlite3.Connection) -> None:
 
 def test_grade_tokens_writes_a_file_only_its_owner_reads(tmp_path: Path) -> None:
     roster = tmp_path / "roster.txt"
-    roster.write_text("student\nalice\n# a comment\n\nbob\n", encoding="utf-8")
+    roster.write_text("student\nalice\n# a comment\n\nbob\n@SUM(1;2)\n", encoding="utf-8")
     out, csv_file = tmp_path / "out", tmp_path / "tokens.csv"
     done = subprocess.run([sys.executable, "-m", "grader", "tokens", str(out), "--roster", str(roster), "-o",
                            str(csv_file)], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(os.stat(csv_file).st_mode) == 0o600
-    lines = csv_file.read_text(encoding="utf-8").splitlines()
-    assert lines[0] == "student,token" and [line.split(",")[0] for line in lines[1:]] == ["alice", "bob"]
+    rows = list(csv.reader(io.StringIO(csv_file.read_text(encoding="utf-8"))))
+    assert rows[0] == ["student", "token"]
+    # a spreadsheet reads the third id as text, not a formula (and its ';' starts no cell: quoted)
+    assert [row[0] for row in rows[1:]] == ["alice", "bob", "'@SUM(1;2)"]
+    assert all(line.startswith('"') for line in csv_file.read_text(encoding="utf-8").splitlines())
     again = subprocess.run([sys.executable, "-m", "grader", "tokens", str(out), "--roster", str(roster), "--reissue",
                             "carol"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert again.returncode == 2 and "carol is not on the roster" in again.stderr

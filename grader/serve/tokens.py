@@ -91,11 +91,16 @@ def issue(db: sqlite3.Connection, roster: list[str], reissue: list[str], issued_
 
 
 def as_csv(tokens: dict[str, str]) -> str:
+    """The instructor's list to hand out, opened in a spreadsheet as often as not: each id is
+    neutralised and quoted as summary.csv's are (`inert.csv_cell`: a roster id `=HYPERLINK(...)`
+    is written `'=HYPERLINK(...)`); a token starts with PREFIX, never with a formula's sign."""
+    from grader.inert import csv_cell
+
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(["student", "token"])
     for student, token in tokens.items():
-        writer.writerow([student, token])
+        writer.writerow([csv_cell(student), token])
     return out.getvalue()
 
 
