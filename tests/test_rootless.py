@@ -552,6 +552,8 @@ print(json.dumps({{"code": done.returncode, "err": done.stderr[-2000:], **report
             "tmpfs", policy.scratch_bytes + policy.tmp_bytes), isolation
     assert found["alice"]["score"] == 100 and not found["alice"]["cell_problems"], found["alice"]
     assert [p["status"] for p in found["bomb"]["cell_problems"]] == ["died"], found["bomb"]["cell_problems"]
+    # told why: the watcher's bound (it read "killed the Python kernel" alone)
+    assert "used more than the 4 GiB of memory a grading may use" in found["bomb"]["cell_problems"][0]["message"]
     assert found["bomb"]["score"] == 100, found["bomb"]  # its answers, all graded
 
 

@@ -455,8 +455,10 @@ class Kernel:
         except DeadKernelError:
             broken = client.rejected
             if broken is None:
+                limit = self._memory_bound_hit()  # read before the kill removes its cgroups
                 self.kill()  # release its channels; the process is already gone
-                return self._finish(CellRun(status="died", evalue="the kernel process died"), cell, started)
+                return self._finish(CellRun(status="died", evalue="the kernel process died",
+                                            memory_limit_bytes=limit), cell, started)
         except MessageRejected as exc:
             broken = exc
         except Exception as exc:  # nbclient choked on a message that got through: still the kernel's
@@ -474,6 +476,24 @@ class Kernel:
         else:
             run = CellRun(status="ok")
         return self._finish(run, cell, started)
+
+    def _memory_bound_hit(self) -> int | None:
+        """The memory bound of this kernel's sandbox, if that is what stopped it (its cgroup's
+        limit, or the watcher's kill; a forked kernel's own cgroup, or its server's watcher)."""
+        process = getattr(getattr(self._km, "provisioner", None), "process", None)
+        child = getattr(process, "child", None)
+        try:
+            if child is not None:
+                sandbox = child.server.sandbox
+                hit = child.out_of_memory() or (sandbox is not None and sandbox.memory_bound_hit())
+                policy = child.server.policy
+            elif self._sandbox is not None:
+                hit, policy = self._sandbox.memory_bound_hit(), self._sandbox.policy
+            else:
+                return None
+        except OSError:
+            return None
+        return policy.memory_bytes if hit and policy is not None else None
 
     def _broken(self, client: Any) -> MessageRejected | None:
         """A dropped connection (an oversized frame) that the cell's end came before nbclient's

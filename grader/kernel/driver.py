@@ -62,6 +62,8 @@ class CellRun(BaseModel):
     starved: str | None = Field(default=None, description=(
         "a timeout during which the machine kept the kernel's processes from the CPU, in words "
         "(grader/sandbox/starvation.py): not the student's timeout"))
+    memory_limit_bytes: int | None = Field(default=None, description=(
+        "a death at the sandbox's memory bound (its cgroup's, or the watcher's): that bound"))
 
 
 class Process(Protocol):
@@ -92,6 +94,10 @@ class Process(Protocol):
         """Stop what the student's code left running beside the process (a no-op where nothing can be)."""
 
     def close(self) -> None: ...
+
+
+def _gib(limit: int) -> str:
+    return f"{limit / 2**30:.3g} GiB"
 
 
 def where(submission: Submission, cell: SourceCell) -> str:
@@ -256,6 +262,9 @@ class Driver:
             msg = f"{at} was stopped after {budget:g} s (an endless loop?); the cells after it still ran"
         elif run.evalue and "could not accept" in run.evalue:
             msg = f"{at}: {run.evalue}; {self.process.noun} was restarted without that cell"
+        elif run.memory_limit_bytes:
+            msg = (f"{at} killed {self.process.noun}: it used more than the {_gib(run.memory_limit_bytes)} of memory "
+                   "a grading may use; it was restarted without that cell")
         else:
             msg = f"{at} killed {self.process.noun}; it was restarted without that cell"
         return CellProblem(cell=cell.index, where=at, status=run.status, message=msg, line=run.line,
@@ -311,7 +320,9 @@ class Driver:
                     self._hung[target] = (detail, not _runs(culprit))
             else:
                 results[culprit.id] = Observation(id=culprit.id, status="crashed", died=True, detail=_capped(
-                    f"{self.process.noun} died during this check ({run.evalue or 'no reason given'})"))
+                    f"{self.process.noun} died during this check (" + (
+                        f"it used more than the {_gib(run.memory_limit_bytes)} of memory a grading may use"
+                        if run.memory_limit_bytes else run.evalue or "no reason given") + ")"))
         return results
 
     def _skip_hung(self, pending: list[Request], results: dict[str, Observation]) -> list[Request]:

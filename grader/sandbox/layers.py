@@ -582,6 +582,13 @@ class Sandbox:
         once prepared."""
         return self._groups.get(controller)
 
+    def memory_bound_hit(self) -> bool:
+        """Whether its memory bound stopped it: its memory cgroup's limit, or (without one) the
+        watcher's kill. A process that dies of that is told so (it used too much memory), not
+        just that it died."""
+        watched = self.watch.exceeded if self.watch is not None else self.memory_exceeded
+        return watched is not None or out_of_memory(self._groups.get("memory"))
+
     def wrap(self, argv: list[str], connection_file: str | None = None, *, pid1: bool = False) -> list[str]:
         """The command that starts `argv` (the kernel) inside every available layer; a process
         without a connection file (the verifier, which speaks over its stdin and stdout) has
