@@ -48,6 +48,7 @@ from grader.course.mutation import overfit
 from grader.course.mutation.families import FAMILIES, DerivedMutant, Family, derive_mutants
 from grader.course.mutation.interface import Interface, derive
 from grader.course.mutation.introspect import ReferenceFacts, introspect
+from grader.course.reach import exercises_reached
 from grader.domains import describe
 from grader.errors import GraderError, SpecInvalid, UsageError
 from grader.faults import is_internal, one_line
@@ -209,6 +210,17 @@ def mutants_of(folder: Path) -> list[Mutant]:
     return [read_mutant(p) for p in sorted((folder / "mutants").glob("*.py"))]
 
 
+def _reaches(mutant: Mutant, reference: str, exercises: list[str]) -> tuple[str, ...] | None:
+    """The exercises a hand-written mutant is graded on: those it declares failing and those its
+    cell can change (None: all of them, or not known)."""
+    reached = exercises_reached(mutant.path.read_text(encoding="utf-8"), reference, exercises)
+    if reached is None:
+        return None
+    declared = {check.split(".", 1)[0] for check in mutant.fails}
+    chosen = tuple(e for e in exercises if e in declared or e in reached)
+    return chosen if chosen and len(chosen) < len(exercises) else None
+
+
 def _not_passed(report: Report, exercises: Iterable[str] | None = None) -> set[str]:
     keep = set(exercises) if exercises is not None else None
     return {c.id for e in report.exercises for c in e.checks
@@ -265,13 +277,18 @@ class _Item:
     path: Path
     mutant: Mutant | None = None
     derived: DerivedMutant | None = None
+    reaches: tuple[str, ...] | None = None  # a hand-written mutant: the exercises it declares or can change
 
     @property
     def graded_on(self) -> tuple[str, ...] | None:
         """The exercises its verdict reads, graded alone: a derived mutant is judged on the
         exercises it changes and an honest variant with `expected` on those checks' exercises,
-        so probing and verifying the others would be work nobody reads. Everything else is graded
-        whole (a hand-written mutant must fail nothing beyond what it declares)."""
+        so probing and verifying the others would be work nobody reads. A hand-written mutant must
+        fail nothing beyond what it declares: it is graded on those exercises and every other one
+        that reads what its cell binds (grader/course/reach.py), whole when that is not known.
+        Solutions and the template are graded whole."""
+        if self.mutant is not None:
+            return self.reaches
         d = self.derived
         if d is None:
             return None
@@ -504,8 +521,9 @@ class _Validator:
                      kind="derived")
             return items
         text = reference.read_text(encoding="utf-8")
+        exercises = [e.id for e in loaded.spec.exercises]
         for m in mutants:
-            items.append(_Item(key=f"mutant {m.name}", kind="mutant", mutant=m,
+            items.append(_Item(key=f"mutant {m.name}", kind="mutant", mutant=m, reaches=_reaches(m, text, exercises),
                                path=self._write(f"mutant-{m.name}", m.submission(text))))
         try:
             derived = derived_mutants(loaded, reference, self.families)
