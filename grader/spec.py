@@ -281,7 +281,8 @@ class StructureCheck(_CheckBase, _RunsItsModule):
     case_chooses_output: bool = Field(default=False, description=(
         "with contains = [\"case\"]: a case (lax.switch / lax.cond) whose index is computed from the "
         "inputs chooses what the function returns, not one on a constant index or predicate, nor a "
-        "dead one beside a jnp.select that computes the answer"))
+        "dead one beside a jnp.select that computes the answer, nor one that takes the same branch on "
+        "every call the check's program gets (give rows that take more than one branch)"))
 
     @model_validator(mode="after")
     def _something_to_check(self) -> StructureCheck:

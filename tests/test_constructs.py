@@ -242,6 +242,38 @@ def test_a_case_whose_result_is_multiplied_by_zero_does_no_work(solutions) -> No
     assert cases(knocked(times_zero, [F32], *incomes)) == [False]
 
 
+def guard_switch_beside_select(income):
+    """A switch that only guards negative incomes, its second branch a jnp.select of every bracket
+    (fourth red-team round: full marks, the switch forced to its first branch changing the tax)."""
+    return lax.switch(jnp.where(income < 0, 0, 1), [jnp.zeros_like, select_tax], income)
+
+
+def cond_that_always_holds(x, threshold):
+    """A lax.cond on `threshold == threshold`, jnp.where doing the choice inside it."""
+    return lax.cond(threshold == threshold, lambda: jnp.where(x > threshold, 2 * x, x), lambda: x)
+
+
+def test_a_case_that_takes_one_branch_on_every_input_chooses_nothing(solutions) -> None:
+    """Forced to its one branch, the module gives its own values on every call: it chooses nothing
+    there, though the other branch changes them. The reference's switch and cond choose: each
+    branch forced changes some call's tax or double."""
+    incomes = [(5_000.0,), (25_000.0,), (70_000.0,), (250_000.0,)]
+    cases = lambda found: [work for kind, work in found if kind == "case"]  # noqa: E731 - searchsorted is a loop
+    assert cases(knocked(guard_switch_beside_select, [F32], *incomes)) == [False]
+    assert cases(knocked(solutions["tax_switch"], [F32], *incomes)) == [True]
+    pairs = [(5.0, 0.0), (-2.0, 0.0), (1.0, 10.0)]
+
+    def honest(x, threshold):
+        return lax.cond(x > threshold, lambda: 2 * x, lambda: x)
+
+    assert cases(knocked(cond_that_always_holds, [F32, F32], *pairs)) == [False]
+    assert cases(knocked(honest, [F32, F32], *pairs)) == [True]
+    [found] = analysed(guard_switch_beside_select, F32).cases
+    chooses = spec(contains=["case"], case_chooses_output=True)
+    one = found.model_copy(update={"does_work": False, "always_one_branch": True})
+    assert "takes the same branch for every input checked" in construct_problem(chooses, Constructs(cases=[one]))
+
+
 def by_rate_tax(income):
     """The tax again, written from the rates (`income * 0.3 - 15000`): the same to within rounding."""
     conds = [income >= 100000, income >= 40000, income >= 10000]
@@ -382,7 +414,7 @@ def test_lookalikes_are_derived_for_the_construct_each_check_names() -> None:
     made = {m.name: m for m in derive_mutants("x = lax.switch\n", interface, ReferenceFacts())
             if "lookalike" in m.name}
     assert sorted(made) == ["newton.lookalike_fori_loop", "newton.lookalike_scan", "tax.lookalike_constant_case",
-                            "tax.lookalike_nested_cond", "tax.lookalike_vmapped_case",
+                            "tax.lookalike_guard_case", "tax.lookalike_nested_cond", "tax.lookalike_vmapped_case",
                             "train.lookalike_static_fori_loop", "train.lookalike_static_scan",
                             "train.lookalike_while_counter"]
     assert made["newton.lookalike_scan"].expected == ["e.while"] and made["newton.lookalike_scan"].family == "lookalike"
@@ -394,7 +426,7 @@ def test_lookalikes_are_derived_for_the_construct_each_check_names() -> None:
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("name", ["newton_sqrt.lookalike_fori_loop", "tax_switch.lookalike_constant_case",
-                                  "train_fori.lookalike_static_scan"])
+                                  "tax_switch.lookalike_guard_case", "train_fori.lookalike_static_scan"])
 def test_each_lookalike_loses_only_its_structure_check(name, tmp_path) -> None:
     from warm_grading import grade_warm
 

@@ -381,8 +381,9 @@ def test_grading_some_exercises_probes_judges_and_scores_those_alone(repo_root, 
 
 def test_validate_grades_a_derived_mutant_on_its_exercises_and_the_rest_whole(monkeypatch) -> None:
     """The kill of a derived mutant is read on its exercises alone, so only those are graded; a
-    hand-written mutant (which must fail nothing else), the solutions, the template and an honest
-    variant that must keep every point are graded whole."""
+    hand-written mutant (which must fail nothing else) on the exercises its cell can change
+    (grader/course/reach.py), whole where its cell does more than bind names; the solutions, the
+    template and an honest variant that must keep every point are graded whole."""
     from grader.batch.executors import error_report
 
     tasks = []
@@ -400,7 +401,8 @@ def test_validate_grades_a_derived_mutant_on_its_exercises_and_the_rest_whole(mo
     assert graded_on["derived newton_sqrt.out0_rel_1e-3"] == ("newton",)
     assert graded_on["honest step.as_list"] == ("training",)  # it must pass these checks only
     assert graded_on["honest reference.helpers_renamed"] is None
-    assert graded_on["mutant tax_switch_with_select"] is None
+    assert graded_on["mutant tax_switch_with_select"] == ("tax",)  # it binds tax_switch alone
+    assert graded_on["mutant detective_call_1_flipped"] is None  # it sets an item of a list
     assert graded_on["solutions/ch2-jit.py scores full marks"] is None
     assert any(key.startswith("template") and on is None for key, on in graded_on.items())
 

@@ -307,6 +307,10 @@ def construct_problem(spec: StructureCheck, constructs: Constructs | None, lengt
                 return "has a case, but its result is not what the function returns (something else computes the answer)"
             if not any(c.index_from_input and c.feeds_output and c.branches_differ for c in cases):
                 return "has a case, but every branch returns the same values, so it chooses nothing"
+            if any(c.index_from_input and c.feeds_output and c.always_one_branch for c in cases):
+                return ("has a case, but it takes the same branch for every input checked, and that branch alone "
+                        "gives every answer: the case must choose between the cases the text names (a condition "
+                        "that always holds, beside code that computes every case, chooses nothing)")
             if any(c.index_from_input and c.returned and c.branches_differ for c in cases):
                 return ("has a case whose result is what the function returns, but it returns the same values "
                         "whichever branch it takes: every branch computes the whole answer, so the choice changes "

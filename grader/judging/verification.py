@@ -190,8 +190,8 @@ def _knockout_jobs(digest: str, blob: bytes, calls: list, first: VerifierResult 
 
 
 def _knocked(facts: VerifierResult | None, digest: str, results: dict[str, VerifierResult]) -> VerifierResult | None:
-    """The module's facts with what its knockout jobs found: each construct's `does_work`, or
-    the kinds whose knockout did not finish (`Constructs.unfinished`)."""
+    """The module's facts with what its knockout jobs found: each construct's `does_work` (and a
+    case's `always_one_branch`), or the kinds whose knockout did not finish (`Constructs.unfinished`)."""
     if facts is None or facts.facts is None or facts.facts.constructs is None:
         return facts
     found = facts.facts.constructs
@@ -209,7 +209,10 @@ def _knocked(facts: VerifierResult | None, digest: str, results: dict[str, Verif
             continue
         judged = theirs.loops if kind == "loop" else theirs.cases
         for i, entry in enumerate(judged[:len(mine)]):
-            mine[i] = mine[i].model_copy(update={"does_work": entry.does_work})
+            found_now = {"does_work": entry.does_work}
+            if kind == "case":
+                found_now["always_one_branch"] = entry.always_one_branch  # type: ignore[union-attr]
+            mine[i] = mine[i].model_copy(update=found_now)
     constructs = found.model_copy(update={"loops": loops, "cases": cases, "unfinished": unfinished})
     return facts.model_copy(update={"facts": facts.facts.model_copy(update={"constructs": constructs})})
 

@@ -90,8 +90,11 @@ class CaseFacts(_Wire):
     feeds_output: bool = Field(description="one of its results reaches the outputs")
     branches_differ: bool = Field(description="not every branch returns the very same values")
     does_work: bool | None = Field(default=None, description=(
-        "the module gives other values on the job's calls when this case always takes its first, or "
-        "its last, branch (knockout.py); None: not asked or not measured"))
+        "the module gives other values on the job's calls whichever branch this case is forced to take "
+        "(knockout.py); None: not asked or not measured"))
+    always_one_branch: bool = Field(default=False, description=(
+        "forced to one of its branches, the module gives its own values on every call while another "
+        "branch changes them: on these calls the case always takes that branch, so it chooses nothing"))
     returned: bool = Field(default=False, description=(
         "one of its results is what `main` returns, as it is (at most reshaped, converted or passed out of a "
         "call): a case that does no work is then one whose every branch computes the same answer"))

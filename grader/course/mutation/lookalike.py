@@ -1,6 +1,7 @@
 """The `lookalike` family: the construct an exercise names replaced by one that lowers the same
 way, which a structure check must tell apart (a `fori_loop` or `scan` where the text says
-`while_loop`, a `switch` beside the `jnp.select` that computes the answer).
+`while_loop`, a `switch` beside the `jnp.select` that computes the answer, or one that always
+takes the branch returning it).
 
 Each mutant keeps the reference's values (a loop of a fixed count masked to stop where the
 original stops, a select of every branch), so only the structure check that reads what the loop's
@@ -26,7 +27,8 @@ FIXED_STEPS = 100  # a while_loop's look-alike runs this many steps (the checks'
 MAX_COUNT = 1000  # a fori_loop's look-alike runs the largest count the checks pass, at most this
 LOOPS = ("while_loop", "fori_loop")  # replaced by a loop of a count fixed when traced
 COUNTED = ("fori_loop",)  # written as the while_loop it is built on (an honest variant)
-CASES = ("switch", "cond")  # replaced by a select beside a dead case, or batched into a select
+CASES = ("switch", "cond")  # replaced by a select beside a dead case or under one that always takes one
+# branch, or batched into a select
 SWITCH = ("switch",)  # written as nested lax.cond (an honest variant)
 
 
@@ -72,12 +74,17 @@ def derive(build: MutantSink, use: FunctionUse, facts: FunctionFacts | None) -> 
             build.add(f"{name}.lookalike_constant_case", "lookalike",
                       f"{name} computes the answer with a select, beside a lax.switch / lax.cond on a constant index "
                       "or predicate", use, snippets.case_lookalike(name, "decoy", cases), chooses)
+            build.add(f"{name}.lookalike_guard_case", "lookalike",
+                      f"{name} computes the answer with a select, returned by a lax.switch / lax.cond whose index "
+                      "comes from the input but always takes the same branch", use,
+                      snippets.case_lookalike(name, "guard", cases), chooses)
             build.add(f"{name}.lookalike_vmapped_case", "lookalike",
                       f"{name} runs its lax.switch / lax.cond under jax.vmap (a batch of one), which makes it a select",
                       use, snippets.case_lookalike(name, "vmapped", cases), every_case)
         else:
             reason = unchangeable(name, facts, CASES, "case this family can imitate")
             build.not_applicable(f"{name}.lookalike_constant_case", "lookalike", use, reason, chooses)
+            build.not_applicable(f"{name}.lookalike_guard_case", "lookalike", use, reason, chooses)
             build.not_applicable(f"{name}.lookalike_vmapped_case", "lookalike", use, reason, every_case)
         known = facts.uses() if facts is not None else None
         if ("switch" in known) if known is not None else ("switch" in build.reference):

@@ -618,6 +618,23 @@ def _cond(pred, true_fun, false_fun, *operands):  # the answer selected; a cond 
     return _jax.tree_util.tree_map(lambda a, d: a + 0 * d, answer, decoy)
 '''
 
+_GUARD_CASE = '''
+def _switch(index, branches, *operands):  # the answer selected, returned by a case that always takes one branch
+    index = _jnp.clip(index, 0, len(branches) - 1)
+    outs = [branch(*operands) for branch in branches]
+    answer = _jax.tree_util.tree_map(
+        lambda *xs: _jnp.select([index == k for k in range(len(xs))], list(xs)), *outs)
+    zero = _jax.tree_util.tree_map(_jnp.zeros_like, answer)
+    return _lax['switch'](_jnp.where(index >= 0, 1, 0), [lambda: zero, lambda: answer])
+
+
+def _cond(pred, true_fun, false_fun, *operands):  # the answer selected; a cond on a predicate that always holds
+    answer = _masked(pred, true_fun(*operands), false_fun(*operands))
+    zero = _jax.tree_util.tree_map(_jnp.zeros_like, answer)
+    held = _jnp.asarray(pred) == _jnp.asarray(pred)
+    return _lax['cond'](held, lambda: answer, lambda: zero)
+'''
+
 _VMAPPED_CASE = '''
 def _one(tree):
     return _jax.tree_util.tree_map(lambda v: _jnp.asarray(v)[None], tree)
@@ -648,9 +665,10 @@ def _switch(index, branches, *operands):  # lax.switch written as nested lax.con
 
 def case_lookalike(target: str, kind: str, constructs: tuple[str, ...] = ("switch", "cond")) -> str:
     """lax.switch and lax.cond (those of `constructs`) replaced: `decoy` (the answer from a select,
-    a case on a constant index beside it), `vmapped` (the case batched, which makes it a select),
-    `nested` (switch as nested conds: the same construct)."""
-    helpers = {"decoy": _DECOY_CASE, "vmapped": _VMAPPED_CASE, "nested": _NESTED_CONDS}[kind]
+    a case on a constant index beside it), `guard` (the answer from a select, returned by a case
+    whose index comes from the input but always takes the same branch), `vmapped` (the case
+    batched, which makes it a select), `nested` (switch as nested conds: the same construct)."""
+    helpers = {"decoy": _DECOY_CASE, "guard": _GUARD_CASE, "vmapped": _VMAPPED_CASE, "nested": _NESTED_CONDS}[kind]
     replaced = tuple(c for c in constructs if kind != "nested" or c == "switch")
     return _REPLACED.format(helpers=_ORIGINALS.strip() + "\n\n\n" + helpers.strip(), target=target,
                             replacements=_replacements(replaced))

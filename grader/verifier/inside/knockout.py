@@ -9,11 +9,16 @@ should. So the module is run once more per construct, on the job's own calls, wi
 out:
 
 - a `while`: its condition returns `false`, so it runs no step and returns its initial values;
-- a `case`: its index is the constant 0, then the constant of its last branch.
+- a `case`: its index is the constant of each of its branches in turn (the first MAX_BRANCHES).
 
-A construct `does_work` when some call's outputs differ from the module's own by more than the
-job's tolerance (rtol, atol: the checks' own, so a change no check could see is none; (0, 0) is
-bit for bit). A tolerance, because a `lax.switch` whose every branch computes the whole answer,
+A loop `does_work` when some call's outputs differ from the module's own by more than the
+job's tolerance; a case when that holds for every branch it is forced to: a branch that alone
+gives the module's own values on every call is the one the case always takes on them, so the
+case chooses nothing there (`always_one_branch`: a `lax.switch` on `income < 0` beside a
+`jnp.select` that computes every bracket, a `lax.cond` on `threshold == threshold`). The checks'
+calls must then take more than one branch of an honest case, as a text's cases do. The
+tolerance is the checks' own (rtol, atol), so a change no check could see is none; (0, 0) is
+bit for bit. A tolerance, because a `lax.switch` whose every branch computes the whole answer,
 each written its own way (`jnp.select` over the brackets, or the rates applied in another
 order), gives the same answer whichever branch it takes, to the last bit or two: compared bit
 for bit, those last bits were taken for the choice doing the work. A knocked-out module runs no
@@ -30,6 +35,7 @@ import dataclasses
 from typing import Any
 
 MAX_KNOCKOUTS = 8  # constructs knocked out per job (each is a module compiled and run again)
+MAX_BRANCHES = 8  # branches a case is forced to, each (a lax.switch over eight brackets at most)
 
 
 def _ops(module: Any, constructs: Any) -> tuple[list[Any], list[Any]]:
@@ -62,6 +68,20 @@ def _knock(op: Any, kind: str, branch: int) -> None:
     else:
         index = op.operands[0]
         op.operands[0] = _constant_before(op, index.type, branch)
+
+
+def branch_counts(exported: Any, constructs: Any) -> list[int]:
+    """How many branches each `case` of the module has, in the order constructs.analyse reports them."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib import _jax
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        if isinstance(module, (str, bytes)):
+            module = ir.Module.parse(module)
+        _, cases = _ops(module, constructs)
+        return [len(op.regions) for op in cases]
 
 
 def knocked_out(exported: Any, constructs: Any, kind: str, position: int, branch: int = 0) -> Any:
@@ -121,6 +141,7 @@ def does_work(exported: Any, constructs: Any, facts: dict, args: list[list[Any]]
     if found.get("unreadable") or not args:
         return
     budget = MAX_KNOCKOUTS
+    counts: list[int] | None = None
     for kind, key in (("loop", "loops"), ("case", "cases")):
         if kind not in kinds:
             continue
@@ -128,15 +149,21 @@ def does_work(exported: Any, constructs: Any, facts: dict, args: list[list[Any]]
             if budget <= 0:
                 return
             budget -= 1
-            branches = [0] if kind == "loop" else [0, 2**31 - 1]  # the index is clamped to the last branch
-            verdict: bool | None = False
             try:
+                if kind == "case" and counts is None:
+                    counts = branch_counts(exported, constructs)
+                branches = [0] if kind == "loop" else range(min(counts[position], MAX_BRANCHES))  # type: ignore[index]
+                changed = []
                 for branch in branches:
                     fn = runner(knocked_out(exported, constructs, kind, position, branch))
-                    if any(not _same(jax.tree_util.tree_leaves(jax.block_until_ready(fn(*call))), mine, rtol, atol)
-                           for call, mine in zip(args, outputs)):
-                        verdict = True
-                        break
+                    changed.append(any(
+                        not _same(jax.tree_util.tree_leaves(jax.block_until_ready(fn(*call))), mine, rtol, atol)
+                        for call, mine in zip(args, outputs)))
+                    if kind == "case" and not changed[-1] and any(changed):
+                        break  # a branch that changes nothing, beside one that does: decided
             except Exception:  # noqa: BLE001 - a knockout that cannot be built or run judges nothing
-                verdict = None
-            entry["does_work"] = verdict
+                entry["does_work"] = None
+                continue
+            entry["does_work"] = all(changed) if kind == "case" else changed[0]
+            if kind == "case" and any(changed) and not all(changed):
+                entry["always_one_branch"] = True
