@@ -14,11 +14,23 @@ import numpy as np
 from grader.spec import ArgumentDomain
 
 
+NEAR_EDGE = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+"""On a continuous domain each edge is also drawn this far off, relatively, on both sides: a
+function that changes slope at an edge (a tax bracket) whose edge is moved (100100 for 100000) is
+wrong only between the two, by the slopes' difference times the distance to the right edge: under
+any tolerance at the edge's absolute neighbours, beyond it at one of these (fourth red-team round:
+such a typo kept full marks on every seed; now any move past 10 of 100000 is seen)."""
+
+
 def fixed_points(domain: ArgumentDomain) -> list[float]:
-    """What every draw holds: the declared values, each edge and its neighbours, both bounds."""
+    """What every draw holds: the declared values, each edge, its neighbours and (on a continuous
+    domain) its points NEAR_EDGE off, both bounds."""
     points = [*domain.values]
     for edge in domain.edges:
         points += [edge, *(edge + offset for offset in domain.around)]
+        if not domain.integer:
+            points += [edge * (1 + sign * near) for near in NEAR_EDGE for sign in (-1, 1)
+                       if domain.low <= edge * (1 + sign * near) <= domain.high]
     points += [domain.low, domain.high]
     return list(dict.fromkeys(points))
 
@@ -53,4 +65,6 @@ def describe(domain: ArgumentDomain) -> str:
         text += ", edges " + ", ".join(f"{e:g}" for e in domain.edges)
         if domain.around:
             text += " (" + ", ".join(f"{o:+g}" for o in domain.around) + ")"
+        if not domain.integer:
+            text += f" and {NEAR_EDGE[0]:g}-{NEAR_EDGE[-1]:g} of it off"
     return text

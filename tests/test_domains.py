@@ -42,9 +42,11 @@ def test_a_domain_that_cannot_be_drawn_is_refused(fields, error) -> None:
 
 
 def test_a_draw_holds_every_edge_its_neighbours_both_bounds_and_the_declared_values() -> None:
-    drawn = draw(A, np.random.default_rng(0), 12)
-    assert drawn.size == 12
-    assert set(fixed_points(A)) == {0.99, 1.0, 1.01, 1e-3, 1e3} <= set(drawn.tolist())
+    drawn = draw(A, np.random.default_rng(0), 16)
+    assert drawn.size == 16
+    # on a continuous domain, also 1e-4 to 1e-2 of the edge off on each side (a moved edge)
+    near = {1.0 + sign * k for k in (1e-4, 3e-4, 1e-3, 3e-3) for sign in (-1, 1)}
+    assert set(fixed_points(A)) == {0.99, 1.0, 1.01, 1e-3, 1e3} | near <= set(drawn.tolist())
     assert np.all((drawn >= 1e-3) & (drawn <= 1e3))
     counts = draw(COUNT, np.random.default_rng(0), 8)
     assert {0.0, 1.0, 2.0, 50.0} <= set(counts.tolist()) and np.all(counts == np.round(counts))
@@ -52,7 +54,7 @@ def test_a_draw_holds_every_edge_its_neighbours_both_bounds_and_the_declared_val
     assert set(draw(A, np.random.default_rng(0), 2).tolist()) == set(fixed_points(A))
     # the same generator state draws the same values (a regrade with the same seed)
     assert np.array_equal(draw(A, rng_for(3, "x.y"), 9), draw(A, rng_for(3, "x.y"), 9))
-    assert describe(A) == "a in [0.001, 1000] (log), edges 1 (-0.01, +0.01)"
+    assert describe(A) == "a in [0.001, 1000] (log), edges 1 (-0.01, +0.01) and 0.0001-0.01 of it off"
 
 
 def _spec(domains: str) -> AssignmentSpec:
@@ -124,8 +126,10 @@ def test_ch2_jit_hidden_inputs_cover_the_domain_the_text_implies(seed) -> None:
     incomes = {float(c.args[0]) for c in _drawn("ch2-jit", "tax.switch_hidden", seed)}
     for edge in (10_000.0, 40_000.0, 100_000.0):
         assert {edge - 1, edge - 0.5, edge, edge + 0.5, edge + 1} <= incomes
+        # a bracket's start moved by more than 10 (100100) is wrong at one of these
+        assert {float(np.float32(edge * (1 + k))) for k in (-1e-2, -3e-3, -1e-3, -3e-4, -1e-4, 1e-4, 3e-4)} <= incomes
     assert min(incomes) < 1.0 and max(incomes) >= 1e8  # the notebook's are 0 to 1e6
-    assert len(incomes) == 39  # as many calls as before the domains (grading time)
+    assert len(incomes) == 45  # the fixed points alone, more than the 39 calls asked (grading time)
 
 
 def test_ch2_practice_hidden_inputs_cover_the_domain_the_text_implies() -> None:
