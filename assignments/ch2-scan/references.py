@@ -115,10 +115,12 @@ def _with_norm(rng: np.random.Generator, shape, norm: float) -> np.ndarray:
 def clip_cases(rng: np.random.Generator, domains: Domains, count: int = 6) -> list[Case]:
     """max_norm (a Python float) from its domain; for each, gradients whose norm is well below,
     just below, just above and far above it (on both sides of where the answer changes form),
-    and a zero gradient; of the compile check's shape and of a 2-D shape."""
+    and a zero gradient; of the compile check's shape, a 2-D, a 3-D and a 0-D shape ("g of any
+    shape": a norm of g[0] alone beyond two dimensions kept full marks)."""
     cases = []
+    shapes = (CLIP_SHAPE, (3, 4), (2, 3, 4), ())
     for i, max_norm in enumerate(draw(domains["max_norm"], rng, count)):
-        shape = CLIP_SHAPE if i % 2 == 0 else (3, 4)
+        shape = shapes[i % len(shapes)]
         for factor in (0.3, 0.99, 1.01, 5.0, 1000.0):
             cases.append(Case(args=(_with_norm(rng, shape, factor * float(max_norm)), float(max_norm))))
     cases.append(Case(args=(np.zeros(CLIP_SHAPE, np.float32), float(rng.uniform(0.5, 2.0)))))
