@@ -42,10 +42,10 @@ def test_a_domain_that_cannot_be_drawn_is_refused(fields, error) -> None:
 
 
 def test_a_draw_holds_every_edge_its_neighbours_both_bounds_and_the_declared_values() -> None:
-    drawn = draw(A, np.random.default_rng(0), 16)
-    assert drawn.size == 16
+    drawn = draw(A, np.random.default_rng(0), 12)
+    assert drawn.size == 12
     # on a continuous domain, also 1e-4 to 1e-2 of the edge off on each side (a moved edge)
-    near = {1.0 + sign * k for k in (1e-4, 3e-4, 1e-3, 3e-3) for sign in (-1, 1)}
+    near = {1.0 + sign * k for k in (1e-4, 1e-3) for sign in (-1, 1)}
     assert set(fixed_points(A)) == {0.99, 1.0, 1.01, 1e-3, 1e3} | near <= set(drawn.tolist())
     assert np.all((drawn >= 1e-3) & (drawn <= 1e3))
     counts = draw(COUNT, np.random.default_rng(0), 8)
@@ -127,9 +127,9 @@ def test_ch2_jit_hidden_inputs_cover_the_domain_the_text_implies(seed) -> None:
     for edge in (10_000.0, 40_000.0, 100_000.0):
         assert {edge - 1, edge - 0.5, edge, edge + 0.5, edge + 1} <= incomes
         # a bracket's start moved by more than 10 (100100) is wrong at one of these
-        assert {float(np.float32(edge * (1 + k))) for k in (-1e-2, -3e-3, -1e-3, -3e-4, -1e-4, 1e-4, 3e-4)} <= incomes
+        assert {float(np.float32(edge * (1 + k))) for k in (-1e-2, -1e-3, -1e-4, 1e-4, 1e-3, 1e-2)} <= incomes
     assert min(incomes) < 1.0 and max(incomes) >= 1e8  # the notebook's are 0 to 1e6
-    assert len(incomes) == 45  # the fixed points alone, more than the 39 calls asked (grading time)
+    assert len(incomes) == 48  # 33 fixed points, and random ones
 
 
 def test_ch2_practice_hidden_inputs_cover_the_domain_the_text_implies() -> None:

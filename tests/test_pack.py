@@ -217,8 +217,10 @@ def test_no_expected_value_of_a_hidden_input_is_in_the_pack(pack: Path) -> None:
         for case in hidden:
             tax = float(np.asarray(loaded.references.tax(*case.args)))
             income = float(np.asarray(case.args[0]))
-            if min(abs(income - edge) for edge in (10_000, 40_000, 100_000)) <= 1:
-                continue  # on and around the brackets' edges, as the notebook's own incomes are
+            if min(abs(income - edge) for edge in (10_000, 40_000, 100_000)) <= 1 or \
+                    any(np.isclose(income, np.float32(edge * (1 + k))) for edge in (10_000, 40_000, 100_000)
+                        for k in (-1e-2, -1e-3, -1e-4, 1e-4, 1e-3, 1e-2)):
+                continue  # on and around the brackets' edges (the notebook's), not drawn: their taxes are round
             assert income not in numbers
             if tax > 0:  # below 10,000 every tax is 0, hidden or not
                 assert tax not in numbers and float(np.float32(tax)) not in numbers

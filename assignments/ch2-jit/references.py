@@ -32,13 +32,13 @@ def tax(income):
     return BASE[k] + (inc - EDGES[k]) * RATES[k]
 
 
-def tax_scalars(rng: np.random.Generator, domains: Domains, count: int = 39) -> list[Case]:
+def tax_scalars(rng: np.random.Generator, domains: Domains, count: int = 48) -> list[Case]:
     """One call per income of the domain (every edge and its neighbours, far above the last),
     each a strongly typed float32 scalar (like jnp.float32(v))."""
     return [Case(args=(np.float32(v),)) for v in draw(domains["income"], rng, count)]
 
 
-def tax_vector(rng: np.random.Generator, domains: Domains, count: int = 36, size: int = 12) -> list[Case]:
+def tax_vector(rng: np.random.Generator, domains: Domains, count: int = 48, size: int = 12) -> list[Case]:
     """Calls on 1-D float32 arrays of `size` incomes (the notebook's length: one compilation)."""
     incomes = draw(domains["income"], rng, count).astype(np.float32)
     incomes = np.resize(incomes, -(-incomes.size // size) * size)  # pad by repeating
@@ -52,7 +52,7 @@ def sqrt(a, tol):
     return np.sqrt(np.float64(a))
 
 
-def newton_inputs(rng: np.random.Generator, domains: Domains, count: int = 10) -> list[Case]:
+def newton_inputs(rng: np.random.Generator, domains: Domains, count: int = 14) -> list[Case]:
     """Python-float a (weakly typed, like the notebook's calls) from a's domain."""
     return [Case(args=(float(a), 1e-6)) for a in draw(domains["a"], rng, count)]
 
@@ -64,7 +64,7 @@ def newton_compile_runs(rng: np.random.Generator, count: int = 3) -> list[Case]:
     return [Case(args=(float(x), float(t))) for x, t in zip(a, tol)]
 
 
-def newton_tolerances(rng: np.random.Generator, domains: Domains, count: int = 5) -> list[Case]:
+def newton_tolerances(rng: np.random.Generator, domains: Domains, count: int = 11) -> list[Case]:
     """Pairs of calls on the same a: a loose tol, then a tight one; the notebook's a = 5, then a's
     domain (its bounds and x0's edge at 1: the longest and the shortest loops)."""
     cases = []
