@@ -15,8 +15,9 @@ process of the namespace with it. The kernel's cell then dies, as under a cgroup
 It runs in the grader, out of the student's reach: nothing in the sandbox can stop, slow down
 (other than by the CPU it takes from the machine) or fool it. What it does not count: the files
 of the sandbox's tmpfs (bounded by their own size), and kernel memory no process maps (socket and
-pipe buffers; a memfd, whose pages need no mapping, cannot be made: grader/sandbox/seccomp.py). A sandbox allocates between two looks,
-INTERVAL_S apart: at some GiB/s, a few hundred MiB past the limit before it is killed.
+pipe buffers; a memfd, whose pages need no mapping, cannot be made: grader/sandbox/seccomp.py). A
+sandbox allocates between two looks, INTERVAL_S apart: at some GiB/s, a few hundred MiB past the
+limit before it is killed.
 """
 
 from __future__ import annotations
