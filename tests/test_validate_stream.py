@@ -136,7 +136,7 @@ def test_validate_into_head_stops_without_a_traceback(tmp_path: Path) -> None:
                "echo ${PIPESTATUS[0]}")
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False)
     first, status = done.stdout.splitlines()
-    assert first == f"ok      {ASSIGNMENT}  spec loads  (31 checks)"
+    assert first == f"ok      {ASSIGNMENT}  spec loads  (32 checks)"
     assert "Traceback" not in err.read_text() and err.read_text() == "", err.read_text()
     assert status == "141"
 
