@@ -248,3 +248,20 @@ def test_a_few_files_are_removed_without_a_new_server(server: KernelServer) -> N
     with Kernel(sandbox=POLICY, server=server) as second:
         assert _value(second, '[n for n in __import__("os").listdir(".") if n.startswith("d")]') == []
     assert server.starts == 1
+
+
+@pytest.mark.skipif("cgroups" not in ISOLATION.layers, reason="a forked kernel's memory cgroup needs cgroups")
+def test_a_forked_kernel_killed_at_its_memory_limit_is_told_so_and_another_death_is_not() -> None:
+    """The cell's death names the memory bound when the child's own cgroup hit it (the batch's
+    path; a fresh kernel's is tests/test_sandbox.py's memory bomb), and not when it died another way."""
+    policy = SandboxPolicy(memory_bytes=2**30)
+    server = KernelServer(policy).start()
+    try:
+        with Kernel(sandbox=policy, server=server) as kernel:
+            bomb = kernel.run("import numpy as np\nheld = [np.ones(2**25) for _ in range(12)]", 60)
+        with Kernel(sandbox=policy, server=server) as kernel:
+            killed = kernel.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", 60)
+    finally:
+        server.kill()
+    assert (bomb.status, bomb.memory_limit_bytes) == ("died", 2**30), bomb
+    assert (killed.status, killed.memory_limit_bytes) == ("died", None), killed
